@@ -1,0 +1,1 @@
+"""One folder per algorithm: ``spec.py`` (torch-free metadata), the rank code, a README."""

@@ -1,0 +1,141 @@
+"""Communicator over ``torch.distributed`` (gloo on CPU, NCCL on GPU)."""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from tessera_ml.comm.base import ByteStats, Communicator, Group, ReduceOp, Work, nbytes
+
+_OPS = {
+    "sum": dist.ReduceOp.SUM,
+    "max": dist.ReduceOp.MAX,
+    "min": dist.ReduceOp.MIN,
+}
+
+
+class _CountedWork:
+    def __init__(self, work: Any) -> None:
+        self._work = work
+
+    def wait(self) -> Any:
+        return self._work.wait()
+
+
+class TorchDistCommunicator(Communicator):
+    """Wraps the default process group, which the caller (launcher or test) initialised."""
+
+    def __init__(self) -> None:
+        if not dist.is_initialized():
+            raise RuntimeError("torch.distributed is not initialised")
+        self.rank = dist.get_rank()
+        self.world_size = dist.get_world_size()
+        self.stats = ByteStats()
+        self._world = Group("world", tuple(range(self.world_size)), None)
+        self.backend = str(dist.get_backend())
+
+    @classmethod
+    def init(
+        cls,
+        *,
+        rank: int,
+        world_size: int,
+        store: dist.Store,
+        backend: str = "gloo",
+        timeout_s: float = 300.0,
+        device: torch.device | None = None,
+    ) -> TorchDistCommunicator:
+        """Initialise the default process group from a rendezvous store and wrap it."""
+        kwargs: dict[str, Any] = {}
+        if device is not None and device.type == "cuda":
+            kwargs["device_id"] = device
+        dist.init_process_group(
+            backend=backend,
+            store=store,
+            rank=rank,
+            world_size=world_size,
+            timeout=timedelta(seconds=timeout_s),
+            **kwargs,
+        )
+        return cls()
+
+    @property
+    def world(self) -> Group:
+        return self._world
+
+    def new_group(self, ranks: Sequence[int], name: str) -> Group:
+        ranks = tuple(int(r) for r in ranks)
+        handle = dist.new_group(list(ranks))
+        return Group(name, ranks, handle)
+
+    def _pg(self, group: Group | None) -> Any:
+        return None if group is None else group.handle
+
+    def _group(self, group: Group | None) -> Group:
+        return self._world if group is None else group
+
+    def send(self, tensor: torch.Tensor, dst: int) -> None:
+        dist.send(tensor.contiguous(), dst)
+        self.stats.add_p2p(dst, sent=nbytes(tensor))
+
+    def recv(self, tensor: torch.Tensor, src: int) -> None:
+        dist.recv(tensor, src)
+        self.stats.add_p2p(src, received=nbytes(tensor))
+
+    def isend(self, tensor: torch.Tensor, dst: int) -> Work:
+        work = dist.isend(tensor, dst)
+        self.stats.add_p2p(dst, sent=nbytes(tensor))
+        return _CountedWork(work)
+
+    def irecv(self, tensor: torch.Tensor, src: int) -> Work:
+        work = dist.irecv(tensor, src)
+        self.stats.add_p2p(src, received=nbytes(tensor))
+        return _CountedWork(work)
+
+    def all_reduce(
+        self, tensor: torch.Tensor, op: ReduceOp = "sum", group: Group | None = None
+    ) -> None:
+        g = self._group(group)
+        if op == "avg":
+            dist.all_reduce(tensor, dist.ReduceOp.SUM, group=self._pg(group))
+            tensor.div_(g.size)
+        else:
+            dist.all_reduce(tensor, _OPS[op], group=self._pg(group))
+        moved = 2 * (g.size - 1) * nbytes(tensor) // max(g.size, 1)
+        self.stats.add_group(g.name, sent=moved, received=moved)
+
+    def all_gather(self, tensor: torch.Tensor, group: Group | None = None) -> list[torch.Tensor]:
+        g = self._group(group)
+        out = [torch.empty_like(tensor) for _ in range(g.size)]
+        dist.all_gather(out, tensor.contiguous(), group=self._pg(group))
+        moved = (g.size - 1) * nbytes(tensor)
+        self.stats.add_group(g.name, sent=moved, received=moved)
+        return out
+
+    def broadcast(self, tensor: torch.Tensor, src: int, group: Group | None = None) -> None:
+        g = self._group(group)
+        dist.broadcast(tensor, src, group=self._pg(group))
+        if self.rank == src:
+            self.stats.add_group(g.name, sent=(g.size - 1) * nbytes(tensor))
+        else:
+            self.stats.add_group(g.name, received=nbytes(tensor))
+
+    def barrier(self, group: Group | None = None) -> None:
+        dist.barrier(group=self._pg(group))
+
+    def all_gather_object(self, obj: Any, group: Group | None = None) -> list[Any]:
+        g = self._group(group)
+        out: list[Any] = [None] * g.size
+        dist.all_gather_object(out, obj, group=self._pg(group))
+        size = len(pickle.dumps(obj))
+        self.stats.add_group(g.name, sent=(g.size - 1) * size, received=(g.size - 1) * size)
+        return out
+
+    def close(self) -> None:
+        if dist.is_initialized():
+            dist.destroy_process_group()

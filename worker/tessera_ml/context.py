@@ -1,0 +1,81 @@
+"""What a rank receives from the platform when it starts."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import torch
+
+from tessera_ml.comm.base import Communicator
+from tessera_ml.report import MemoryReporter, Reporter
+from tessera_ml.spec import AlgorithmConfig, RankSlot
+
+
+class StopSignal(Protocol):
+    def is_set(self) -> bool: ...
+
+
+@dataclass
+class RankContext:
+    """Everything one rank of a job needs; the entry point is ``run(ctx) -> dict | None``.
+
+    ``plan`` is the whole world's rank plan, so every rank knows who plays which role.
+    Algorithms should check ``stop.is_set()`` between steps and return early when it is.
+    """
+
+    rank: int
+    world_size: int
+    slot: RankSlot
+    plan: list[RankSlot]
+    config: AlgorithmConfig
+    comm: Communicator
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    reporter: Reporter = field(default_factory=MemoryReporter)
+    stop: StopSignal = field(default_factory=threading.Event)
+    checkpoint_dir: Path | None = None
+    resume_from: Path | None = None
+    data_root: Path | None = None
+    job_id: str = "local"
+    attempt: int = 1
+
+    @property
+    def role(self) -> str:
+        return self.slot.role
+
+    @property
+    def party(self) -> str:
+        return self.slot.party
+
+    @property
+    def seed(self) -> int:
+        return self.config.seed
+
+    def ranks_of(self, role: str) -> list[int]:
+        """Global ranks playing ``role``, in role-rank order."""
+        return [s.rank for s in sorted(self.plan, key=lambda s: s.role_rank) if s.role == role]
+
+    def save_checkpoint(self, step: int, state: dict[str, Any]) -> Path | None:
+        """Write this rank's state for ``step`` and report it; no-op without a directory."""
+        if self.checkpoint_dir is None:
+            return None
+        folder = self.checkpoint_dir / f"step-{step:09d}"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"rank-{self.rank}.pt"
+        tmp = path.with_suffix(".tmp")
+        torch.save(state, tmp)
+        tmp.replace(path)
+        data = path.read_bytes()
+        self.reporter.checkpoint(step, str(folder), len(data), hashlib.sha256(data).hexdigest())
+        return path
+
+    def load_checkpoint(self) -> dict[str, Any] | None:
+        """This rank's state from ``resume_from``, or None when starting fresh."""
+        if self.resume_from is None:
+            return None
+        path = self.resume_from / f"rank-{self.rank}.pt"
+        state: dict[str, Any] = torch.load(path, map_location=self.device, weights_only=False)
+        return state

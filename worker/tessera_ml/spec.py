@@ -1,0 +1,210 @@
+"""Algorithm metadata: roles, configuration schema and the rank plan.
+
+This module is importable without torch: the control plane uses it to validate jobs and to
+publish each algorithm's JSON Schema. Everything that runs tensors lives elsewhere.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SLUG = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+
+
+class PlanError(ValueError):
+    """A job's role assignments or configuration cannot be turned into a rank plan.
+
+    ``loc`` is the path of the offending field in the job-creation request, e.g.
+    ``("assignments", 2, "processes")`` or ``("config", "slicing")``.
+    """
+
+    def __init__(self, code: str, reason: str, loc: Sequence[str | int] = ()) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+        self.loc = tuple(loc)
+
+
+class RoleSpec(BaseModel):
+    """A role of an algorithm with how many parties may play it (``max`` None: unbounded)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    min: int = Field(ge=0)
+    max: int | None = None
+    description: str = ""
+
+
+class Assignment(BaseModel):
+    """One party playing one role in a job, with its per-assignment options."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    party: str = Field(description="Slug name of the party")
+    role: str = Field(description="Role name from the algorithm's role table")
+    processes: int = Field(default=1, ge=1, le=64, description="Ranks this party runs for the role")
+    dataset: str | None = Field(
+        default=None,
+        max_length=1024,
+        description="Party-local dataset reference, resolved on the party's worker",
+    )
+    capacity: list[float] | None = Field(
+        default=None,
+        description="Relative capacity hint per process (e.g. free memory share)",
+    )
+    options: dict[str, Any] = Field(
+        default_factory=dict, description="Algorithm-specific per-assignment options"
+    )
+
+
+class RankSlot(BaseModel):
+    """One rank of the plan: who runs it and in which role."""
+
+    model_config = ConfigDict(frozen=True)
+
+    rank: int
+    party: str
+    role: str
+    role_rank: int = Field(description="Index of this rank among the ranks of its role")
+    assignment_index: int
+    local_index: int = Field(description="Index of this rank among its assignment's processes")
+    dataset: str | None = None
+    capacity: float | None = None
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class AlgorithmConfig(BaseModel):
+    """Base of every algorithm's configuration: unknown keys are an error, not ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seed: int = Field(default=0, ge=0, description="Seed for initialisation and data order")
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    """What the platform knows about an algorithm without importing torch.
+
+    ``entry_point`` is ``"module:function"``; the function takes a ``RankContext`` and runs one
+    rank. Subclasses add algorithm-specific checks by overriding ``check`` and may override
+    ``plan`` to order ranks differently.
+    """
+
+    name: str
+    title: str
+    summary: str
+    roles: tuple[RoleSpec, ...]
+    config_model: type[AlgorithmConfig]
+    entry_point: str
+    metrics: tuple[str, ...] = field(default=())
+
+    def role(self, name: str) -> RoleSpec | None:
+        return next((r for r in self.roles if r.name == name), None)
+
+    def parse_config(self, raw: dict[str, Any] | None) -> AlgorithmConfig:
+        """Validate a configuration; raises ``pydantic.ValidationError``."""
+        return self.config_model.model_validate(raw or {})
+
+    def validate_assignments(self, assignments: Sequence[Assignment]) -> None:
+        """Role names, (party, role) uniqueness and role cardinality."""
+        seen: set[tuple[str, str]] = set()
+        for i, a in enumerate(assignments):
+            if self.role(a.role) is None:
+                known = ", ".join(r.name for r in self.roles)
+                raise PlanError(
+                    "unknown_role",
+                    f"{self.name} has no role {a.role!r} (roles: {known})",
+                    ("assignments", i, "role"),
+                )
+            if (a.party, a.role) in seen:
+                raise PlanError(
+                    "duplicate_assignment",
+                    f"party {a.party!r} is assigned to role {a.role!r} twice",
+                    ("assignments", i),
+                )
+            seen.add((a.party, a.role))
+            if a.capacity is not None and len(a.capacity) != a.processes:
+                raise PlanError(
+                    "capacity_length",
+                    f"capacity has {len(a.capacity)} entries for {a.processes} processes",
+                    ("assignments", i, "capacity"),
+                )
+            if a.capacity is not None and any(c <= 0 for c in a.capacity):
+                raise PlanError(
+                    "capacity_value", "capacities must be positive", ("assignments", i, "capacity")
+                )
+        counts = Counter(a.role for a in assignments)
+        for r in self.roles:
+            n = counts.get(r.name, 0)
+            if n < r.min or (r.max is not None and n > r.max):
+                bound = f"exactly {r.min}" if r.max == r.min else _range_text(r.min, r.max)
+                raise PlanError(
+                    "role_cardinality",
+                    f"role {r.name!r} needs {bound} part{'y' if r.max == 1 else 'ies'}, got {n}",
+                    ("assignments",),
+                )
+
+    def plan(self, assignments: Sequence[Assignment], config: AlgorithmConfig) -> list[RankSlot]:
+        """Ranks in role-table order, then assignment order, then process order."""
+        slots: list[RankSlot] = []
+        for role in self.roles:
+            role_rank = 0
+            for i, a in enumerate(assignments):
+                if a.role != role.name:
+                    continue
+                for p in range(a.processes):
+                    slots.append(
+                        RankSlot(
+                            rank=len(slots),
+                            party=a.party,
+                            role=a.role,
+                            role_rank=role_rank,
+                            assignment_index=i,
+                            local_index=p,
+                            dataset=a.dataset,
+                            capacity=a.capacity[p] if a.capacity else None,
+                            options=dict(a.options),
+                        )
+                    )
+                    role_rank += 1
+        return slots
+
+    def check(
+        self, assignments: Sequence[Assignment], config: AlgorithmConfig, slots: list[RankSlot]
+    ) -> None:
+        """Algorithm-specific rules over the whole plan; raise ``PlanError``."""
+
+    def make_plan(
+        self, assignments: Sequence[Assignment], config: AlgorithmConfig
+    ) -> list[RankSlot]:
+        """Validate and plan in one call: what the control plane uses."""
+        self.validate_assignments(assignments)
+        slots = self.plan(assignments, config)
+        self.check(assignments, config, slots)
+        return slots
+
+    def describe(self) -> dict[str, Any]:
+        """The JSON the control plane serves for ``/algorithms/{name}``."""
+        return {
+            "name": self.name,
+            "title": self.title,
+            "description": self.summary,
+            "roles": [r.model_dump() for r in self.roles],
+            "config_schema": self.config_model.model_json_schema(),
+            "metrics": list(self.metrics),
+        }
+
+
+def _range_text(lo: int, hi: int | None) -> str:
+    if hi is None:
+        return f"at least {lo}"
+    if lo == 0:
+        return f"at most {hi}"
+    return f"between {lo} and {hi}"
