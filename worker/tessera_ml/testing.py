@@ -8,16 +8,19 @@ traceback; every process is gone when the call returns.
 
 from __future__ import annotations
 
+import importlib
 import os
 import queue
 import socket
 import traceback
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch.multiprocessing as mp
 
 from tessera_ml.comm.base import Communicator
+from tessera_ml.report import MetricPoint
 
 
 class WorldError(RuntimeError):
@@ -118,4 +121,102 @@ def run_world(
     return [collected[r] for r in range(world_size)]
 
 
-__all__ = ["Communicator", "WorldError", "free_port", "run_world"]
+@dataclass
+class RankOutcome:
+    """What one rank of ``run_algorithm`` returned and reported."""
+
+    rank: int
+    role: str
+    party: str
+    result: Any
+    points: list[MetricPoint]
+    lines: list[tuple[str, str]]
+    checkpoints: list[tuple[int, str, int, str]]
+
+    def series(self, name: str) -> list[tuple[int, float]]:
+        return [(p.step, p.value) for p in self.points if p.name == name]
+
+
+def _algorithm_rank(
+    comm: Communicator,
+    name: str,
+    assignments: list[dict[str, Any]],
+    config: dict[str, Any],
+    checkpoint_dir: str | None,
+    resume_from: str | None,
+) -> RankOutcome:
+    from pathlib import Path
+
+    from tessera_ml.context import RankContext
+    from tessera_ml.registry import get_spec
+    from tessera_ml.report import MemoryReporter
+    from tessera_ml.spec import Assignment
+
+    spec = get_spec(name)
+    assert spec is not None, name
+    cfg = spec.parse_config(config)
+    plan = spec.make_plan([Assignment.model_validate(a) for a in assignments], cfg)
+    reporter = MemoryReporter()
+    ctx = RankContext(
+        rank=comm.rank,
+        world_size=comm.world_size,
+        slot=plan[comm.rank],
+        plan=plan,
+        config=cfg,
+        comm=comm,
+        reporter=reporter,
+        checkpoint_dir=Path(checkpoint_dir) if checkpoint_dir else None,
+        resume_from=Path(resume_from) if resume_from else None,
+    )
+    module_name, func_name = spec.entry_point.split(":")
+    entry = getattr(importlib.import_module(module_name), func_name)
+    result = entry(ctx)
+    return RankOutcome(
+        rank=comm.rank,
+        role=ctx.role,
+        party=ctx.party,
+        result=result,
+        points=list(reporter.points),
+        lines=list(reporter.lines),
+        checkpoints=list(reporter.checkpoints),
+    )
+
+
+def run_algorithm(
+    name: str,
+    assignments: list[dict[str, Any]],
+    config: dict[str, Any] | None = None,
+    *,
+    checkpoint_dir: str | None = None,
+    resume_from: str | None = None,
+    timeout_s: float = 240.0,
+    threads: int | Sequence[int] = 1,
+) -> list[RankOutcome]:
+    """Run a registered algorithm as the platform would, on a real local gloo world.
+
+    Plans the ranks from ``assignments`` exactly like the control plane, gives each rank a
+    ``RankContext`` with a ``MemoryReporter``, and returns every rank's outcome in rank order.
+    """
+    from tessera_ml.registry import get_spec
+    from tessera_ml.spec import Assignment
+
+    spec = get_spec(name)
+    if spec is None:
+        raise KeyError(f"no algorithm named {name!r}")
+    cfg = spec.parse_config(config or {})
+    plan = spec.make_plan([Assignment.model_validate(a) for a in assignments], cfg)
+    outcomes: list[RankOutcome] = run_world(
+        _algorithm_rank,
+        len(plan),
+        name,
+        assignments,
+        config or {},
+        checkpoint_dir,
+        resume_from,
+        timeout_s=timeout_s,
+        threads=threads,
+    )
+    return outcomes
+
+
+__all__ = ["Communicator", "RankOutcome", "WorldError", "free_port", "run_algorithm", "run_world"]
