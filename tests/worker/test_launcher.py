@@ -1,0 +1,150 @@
+"""The launcher on real rank processes joined in a real gloo world (no control plane)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from tessera_ml.testing import free_port
+from tessera_worker.launch import Rendezvous, TaskLaunch
+from tessera_worker.launcher import LaunchSettings, Outcome, launch_ranks
+from tests.worker.proc_scan import pids_with, wait_for, wait_until_gone
+from tests.worker.toy_algorithm import ENTRY_POINT
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _plan(parties: list[str]) -> list[dict[str, Any]]:
+    return [
+        {"rank": r, "party": p, "role": "trainer", "role_rank": r, "assignment_index": r}
+        | {"local_index": 0}
+        for r, p in enumerate(parties)
+    ]
+
+
+def _launch(task_id: str, ranks: list[int], parties: list[str], **config: Any) -> TaskLaunch:
+    return TaskLaunch(
+        task_id=task_id,
+        job_id=f"job-{task_id}",
+        algorithm="toy",
+        config=config,
+        plan=_plan(parties),
+        world_size=len(parties),
+        ranks=[{"rank": r, "device": "cpu"} for r in ranks],  # type: ignore[misc]
+    )
+
+
+def _ranks_of(task: str) -> str:
+    return f"logs/{task}/rank-"
+
+
+def _settings(tmp_path: Path) -> LaunchSettings:
+    return LaunchSettings(
+        home=tmp_path,
+        rendezvous_timeout_s=30,
+        collective_timeout_s=30,
+        stop_grace_s=2,
+        extra_env={"PYTHONPATH": str(ROOT)},
+    )
+
+
+def _run(launch: TaskLaunch, settings: LaunchSettings, stop: threading.Event, port: int) -> Outcome:
+    return launch_ranks(
+        launch, Rendezvous(host="127.0.0.1", port=port), settings, stop, entry_point=ENTRY_POINT
+    )
+
+
+def test_two_parties_join_one_world_and_succeed(tmp_path: Path) -> None:
+    port, stop = free_port(), threading.Event()
+    parties = ["alice", "bob", "bob"]
+    outcomes: dict[str, Outcome] = {}
+    tasks = {"a": [0], "b": [1, 2]}
+    launches = {
+        t: _launch(t, ranks, parties, steps=3, checkpoint_every=3) for t, ranks in tasks.items()
+    }
+
+    def one(task: str) -> None:
+        outcomes[task] = _run(launches[task], _settings(tmp_path), stop, port)
+
+    threads = [threading.Thread(target=one, args=(t,)) for t in tasks]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+
+    assert {t: o.status for t, o in outcomes.items()} == {"a": "succeeded", "b": "succeeded"}
+    folder = tmp_path / "checkpoints" / "job-a" / "step-000000003"
+    assert (folder / "rank-0.pt").exists()
+    log = (tmp_path / "logs" / "b" / "rank-2.log").read_text()
+    assert "rank 2 finished" in log
+
+
+def test_failed_rank_fails_the_task_naming_party_and_rank(tmp_path: Path) -> None:
+    task = uuid.uuid4().hex
+    launch = _launch(task, [0, 1], ["alice", "bob"], steps=50, step_s=0.05, crash_rank=1)
+    outcome = _run(launch, _settings(tmp_path), threading.Event(), free_port())
+
+    assert outcome.status == "failed"
+    assert outcome.rank == 1 and outcome.exit_code == 1
+    assert outcome.reason is not None
+    assert outcome.reason.startswith("party bob rank 1 exited with code 1")
+    assert "RuntimeError: boom at step 1" in outcome.reason
+    assert pids_with(_ranks_of(task)) == []
+
+
+def test_stop_signal_cancels_every_rank_quickly(tmp_path: Path) -> None:
+    task = uuid.uuid4().hex
+    launch = _launch(task, [0, 1], ["alice", "alice"], steps=10_000, step_s=0.05)
+    stop = threading.Event()
+    result: list[Outcome] = []
+    thread = threading.Thread(
+        target=lambda: result.append(_run(launch, _settings(tmp_path), stop, free_port()))
+    )
+    thread.start()
+    assert len(wait_for(_ranks_of(task), 2, 30)) == 2
+    time.sleep(1.0)
+    stopped_at = time.monotonic()
+    stop.set()
+    thread.join(15)
+
+    assert result and result[0].status == "cancelled"
+    assert time.monotonic() - stopped_at < 10
+    assert pids_with(_ranks_of(task)) == []
+
+
+LAUNCHER_SCRIPT = textwrap.dedent(
+    """
+    import sys, threading
+    from pathlib import Path
+    from tessera_worker.launch import Rendezvous, TaskLaunch
+    from tessera_worker.launcher import LaunchSettings, launch_ranks
+    launch = TaskLaunch.model_validate_json(sys.argv[1])
+    settings = LaunchSettings(home=Path(sys.argv[2]), extra_env={"PYTHONPATH": sys.argv[4]})
+    launch_ranks(launch, Rendezvous(host="127.0.0.1", port=int(sys.argv[3])), settings,
+                 threading.Event(), entry_point="tests.worker.toy_algorithm:run")
+    """
+)
+
+
+def test_killing_the_launcher_leaves_no_rank_behind(tmp_path: Path) -> None:
+    task = uuid.uuid4().hex
+    launch = _launch(task, [0, 1], ["alice", "alice"], steps=10_000, step_s=0.05)
+    argv = [sys.executable, "-c", LAUNCHER_SCRIPT, launch.model_dump_json(), str(tmp_path)]
+    launcher = subprocess.Popen([*argv, str(free_port()), str(ROOT)], env=dict(os.environ))
+    try:
+        assert len(wait_for(_ranks_of(task), 2, 30)) == 2
+        os.kill(launcher.pid, signal.SIGKILL)
+        launcher.wait(5)
+        assert wait_until_gone(_ranks_of(task), 10) == []
+    finally:
+        launcher.kill()
+        for pid in pids_with(_ranks_of(task)):
+            os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,40 @@
+"""A tiny rank entry point for launcher tests: all-reduces a counter once per step.
+
+Options come from the configuration: ``steps``, ``step_s`` (sleep per step), ``crash_rank`` and
+``crash_step`` (that rank raises there), ``checkpoint_every``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from tessera_ml.context import RankContext
+
+ENTRY_POINT = "tests.worker.toy_algorithm:run"
+
+
+def run(ctx: RankContext) -> dict[str, Any]:
+    options: dict[str, Any] = dict(ctx.config.model_extra or {})
+    steps = int(options.get("steps", 3))
+    state = ctx.load_checkpoint() or {"step": 0, "total": 0.0}
+    start = int(state["step"])
+    ctx.reporter.log(f"starting at step {start}")
+    total = float(state["total"])
+    for step in range(start + 1, steps + 1):
+        if ctx.stop.is_set():
+            break
+        if ctx.rank == options.get("crash_rank") and step == options.get("crash_step", 1):
+            raise RuntimeError(f"boom at step {step}")
+        value = torch.tensor([float(ctx.rank + 1)])
+        ctx.comm.all_reduce(value)
+        total += float(value.item())
+        ctx.reporter.metrics(step, {"loss": 1.0 / step, "total": total})
+        ctx.reporter.progress(step, steps)
+        every = int(options.get("checkpoint_every", 0))
+        if every and step % every == 0:
+            ctx.save_checkpoint(step, {"step": step, "total": total})
+        time.sleep(float(options.get("step_s", 0.0)))
+    return {"total": total, "start": start}

@@ -1,0 +1,83 @@
+"""The control plane's worker-facing routes (docs/worker-protocol.md), with the party token."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+API = "/api/v1"
+
+
+class ApiError(RuntimeError):
+    """The control plane answered with an error status."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"control plane answered {status}: {detail}")
+        self.status = status
+        self.detail = detail
+
+    @property
+    def retryable(self) -> bool:
+        return self.status >= 500 or self.status in {408, 429}
+
+
+class ControlPlane:
+    """A thin synchronous client; every method raises ``ApiError`` or ``httpx.HTTPError``."""
+
+    def __init__(self, base_url: str, token: str, *, timeout_s: float = 10.0) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.base_url,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=timeout_s,
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _call(self, method: str, path: str, body: Any = None) -> Any:
+        response = self._http.request(method, API + path, json=body)
+        if response.status_code >= 400:
+            raise ApiError(response.status_code, _detail(response))
+        if response.status_code == 204 or not response.content:
+            return None
+        return response.json()
+
+    def register(self, info: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("POST", "/workers", info)
+        return result
+
+    def heartbeat(self, worker_id: str, body: dict[str, Any]) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("POST", f"/workers/{worker_id}/heartbeat", body)
+        return result
+
+    def task(self, task_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", f"/tasks/{task_id}")
+        return result
+
+    def post_rendezvous(self, task_id: str, host: str, port: int) -> None:
+        self._call("POST", f"/tasks/{task_id}/rendezvous", {"host": host, "port": port})
+
+    def post_status(self, task_id: str, status: str, **extra: Any) -> None:
+        body = {"status": status, **{k: v for k, v in extra.items() if v is not None}}
+        self._call("POST", f"/tasks/{task_id}/status", body)
+
+    def post_metrics(self, job_id: str, task_id: str, points: list[dict[str, Any]]) -> None:
+        self._call("POST", f"/jobs/{job_id}/metrics", {"task_id": task_id, "points": points})
+
+    def post_logs(self, job_id: str, task_id: str, lines: list[dict[str, Any]]) -> None:
+        self._call("POST", f"/jobs/{job_id}/logs", {"task_id": task_id, "lines": lines})
+
+    def post_checkpoint(self, job_id: str, body: dict[str, Any]) -> None:
+        self._call("POST", f"/jobs/{job_id}/checkpoints", body)
+
+
+def _detail(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:300]
+    if isinstance(body, dict):
+        return str(body.get("detail") or body.get("title") or body)[:300]
+    return str(body)[:300]

@@ -1,0 +1,87 @@
+"""The launch description a task receives from the control plane, and what each rank is given.
+
+``TaskLaunch`` mirrors ``GET /api/v1/tasks/{task_id}`` (docs/worker-protocol.md); ``RankLaunch``
+is the file the launcher writes for one rank process (``python -m tessera_worker.rank``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
+
+
+class Rendezvous(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    host: str
+    port: int = Field(ge=1, le=65535)
+
+
+class HostedRank(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    rank: int = Field(ge=0)
+    device: str = "cpu"
+
+
+class ResumePoint(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    step: int
+    uri: str
+
+
+class TaskLaunch(BaseModel):
+    """What one task (one party's worker in one attempt) must run."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    task_id: str
+    job_id: str
+    attempt: int = 1
+    algorithm: str
+    config: dict[str, Any] = Field(default_factory=dict)
+    plan: list[dict[str, Any]]
+    world_size: int = Field(ge=1)
+    ranks: list[HostedRank]
+    backend: str = "gloo"
+    rendezvous: Rendezvous | None = None
+    resume_from: ResumePoint | None = None
+    status: str = "pending"
+
+    @property
+    def hosts_rank_zero(self) -> bool:
+        return any(r.rank == 0 for r in self.ranks)
+
+    def party_of(self, rank: int) -> str:
+        for slot in self.plan:
+            if int(slot.get("rank", -1)) == rank:
+                return str(slot.get("party", "?"))
+        return "?"
+
+
+class RankLaunch(BaseModel):
+    """Everything one rank process needs; the party token travels in the environment."""
+
+    rank: int
+    world_size: int
+    device: str
+    backend: str
+    store_host: str
+    store_port: int
+    algorithm: str
+    entry_point: str
+    config: dict[str, Any]
+    plan: list[dict[str, Any]]
+    job_id: str
+    attempt: int
+    task_id: str
+    api_url: str | None = None
+    checkpoint_dir: str | None = None
+    resume_from: str | None = None
+    data_root: str | None = None
+    rendezvous_timeout_s: float = 120.0
+    collective_timeout_s: float = 300.0

@@ -1,0 +1,214 @@
+"""Spawn a task's ranks, watch them, and tear every one of them down on any way out.
+
+``launch_ranks`` returns when all hosted ranks exited 0 (``succeeded``), when one failed
+(``failed``: the others are killed at once, the reason names party, rank and the last output
+lines), or when the stop signal is set (``cancelled``: SIGTERM, a short grace, then SIGKILL).
+Whatever happens, including an exception in the launcher itself, no rank process survives it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tessera_worker import procs
+from tessera_worker.launch import RankLaunch, Rendezvous, TaskLaunch
+from tessera_worker.rank import TOKEN_ENV, failure_marker
+
+MAX_REASON = 2000
+
+
+@dataclass
+class LaunchSettings:
+    """How this worker runs ranks; ``home`` holds logs and checkpoints."""
+
+    home: Path
+    api_url: str | None = None
+    token: str | None = None
+    python: str = sys.executable
+    rendezvous_timeout_s: float = 120.0
+    collective_timeout_s: float = 300.0
+    stop_grace_s: float = 3.0
+    poll_interval_s: float = 0.1
+    failure_settle_s: float = 1.0
+    rank_threads: int = 1
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+    def log_dir(self, task_id: str) -> Path:
+        return self.home / "logs" / task_id
+
+    def checkpoint_dir(self, job_id: str) -> Path:
+        return self.home / "checkpoints" / job_id
+
+
+@dataclass
+class Outcome:
+    status: str
+    reason: str | None = None
+    rank: int | None = None
+    exit_code: int | None = None
+    last_lines: list[str] = field(default_factory=list)
+
+
+@dataclass
+class RunningRank:
+    rank: int
+    proc: subprocess.Popen[bytes]
+    log: Path
+    spec_path: Path
+
+    def failed_at(self) -> float:
+        """When the rank caught its error (a rank killed by a signal never noted one)."""
+        if self.proc.returncode is not None and self.proc.returncode < 0:
+            return float("-inf")
+        try:
+            return float(failure_marker(self.spec_path).read_text())
+        except (OSError, ValueError):
+            return float("inf")
+
+
+def rank_specs(
+    launch: TaskLaunch,
+    rendezvous: Rendezvous,
+    settings: LaunchSettings,
+    entry_point: str,
+) -> list[RankLaunch]:
+    """One ``RankLaunch`` per rank this task hosts."""
+    checkpoints = settings.checkpoint_dir(launch.job_id)
+    return [
+        RankLaunch(
+            rank=hosted.rank,
+            world_size=launch.world_size,
+            device=hosted.device,
+            backend=launch.backend,
+            store_host=rendezvous.host,
+            store_port=rendezvous.port,
+            algorithm=launch.algorithm,
+            entry_point=entry_point,
+            config=launch.config,
+            plan=launch.plan,
+            job_id=launch.job_id,
+            attempt=launch.attempt,
+            task_id=launch.task_id,
+            api_url=settings.api_url,
+            checkpoint_dir=str(checkpoints),
+            resume_from=launch.resume_from.uri if launch.resume_from else None,
+            data_root=str(settings.home / "data"),
+            rendezvous_timeout_s=settings.rendezvous_timeout_s,
+            collective_timeout_s=settings.collective_timeout_s,
+        )
+        for hosted in launch.ranks
+    ]
+
+
+def _environment(settings: LaunchSettings) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(settings.extra_env)
+    env["TESSERA_RANK_THREADS"] = str(settings.rank_threads)
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop(TOKEN_ENV, None)
+    if settings.token:
+        env[TOKEN_ENV] = settings.token
+    return env
+
+
+def start_ranks(specs: list[RankLaunch], settings: LaunchSettings) -> list[RunningRank]:
+    env = _environment(settings)
+    folder = settings.log_dir(specs[0].task_id) if specs else settings.home
+    folder.mkdir(parents=True, exist_ok=True)
+    started: list[RunningRank] = []
+    try:
+        for spec in specs:
+            spec_path = folder / f"rank-{spec.rank}.json"
+            spec_path.write_text(spec.model_dump_json())
+            log = folder / f"rank-{spec.rank}.log"
+            argv = [settings.python, "-m", "tessera_worker.rank", str(spec_path)]
+            proc = procs.spawn(argv, env=env, log_path=log)
+            started.append(RunningRank(spec.rank, proc, log, spec_path))
+    except BaseException:
+        procs.kill_all([r.proc for r in started])
+        raise
+    return started
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def failure(launch: TaskLaunch, failed: RunningRank) -> Outcome:
+    code = failed.proc.returncode
+    lines = procs.tail(failed.log)
+    party = launch.party_of(failed.rank)
+    head = f"party {party} rank {failed.rank} {describe_exit(code)}"
+    detail = "\n".join(lines[-8:])
+    reason = f"{head}: {detail}" if detail else head
+    return Outcome("failed", reason[:MAX_REASON], failed.rank, code, lines)
+
+
+def _any_failed(running: list[RunningRank]) -> bool:
+    return any(r.proc.poll() not in (None, 0) for r in running)
+
+
+def _cause(running: list[RunningRank], settle_s: float) -> RunningRank:
+    """The rank that failed first: peers fail on the broken connection only after it did."""
+    deadline = time.monotonic() + settle_s
+    while time.monotonic() < deadline and any(r.proc.poll() is None for r in running):
+        time.sleep(0.05)
+    failed = [r for r in running if r.proc.poll() not in (None, 0) or r.failed_at() < float("inf")]
+    return min(failed, key=lambda r: (r.failed_at(), r.rank))
+
+
+def watch(
+    launch: TaskLaunch,
+    running: list[RunningRank],
+    stop: threading.Event,
+    settings: LaunchSettings,
+) -> Outcome:
+    """Wait for the ranks to finish, one to fail, or the stop signal; never leaves one alive."""
+    all_procs = [r.proc for r in running]
+    try:
+        while True:
+            if stop.is_set():
+                procs.stop_all(all_procs, grace_s=settings.stop_grace_s)
+                return Outcome("cancelled", "stopped by the control plane")
+            if _any_failed(running):
+                bad = _cause(running, settings.failure_settle_s)
+                procs.kill_all(all_procs)
+                return failure(launch, bad)
+            if all(p.poll() == 0 for p in all_procs):
+                return Outcome("succeeded")
+            time.sleep(settings.poll_interval_s)
+    finally:
+        procs.kill_all(all_procs)
+
+
+def launch_ranks(
+    launch: TaskLaunch,
+    rendezvous: Rendezvous,
+    settings: LaunchSettings,
+    stop: threading.Event,
+    *,
+    entry_point: str,
+    on_started: Callable[[list[RunningRank]], None] | None = None,
+) -> Outcome:
+    """Run this task's ranks to an outcome (see the module docstring)."""
+    running = start_ranks(rank_specs(launch, rendezvous, settings, entry_point), settings)
+    try:
+        if on_started is not None:
+            on_started(running)
+    except BaseException:
+        procs.kill_all([r.proc for r in running])
+        raise
+    return watch(launch, running, stop, settings)

@@ -1,0 +1,93 @@
+"""Child processes that never outlive their launcher.
+
+Each rank runs in its own session (so its whole process tree can be signalled at once) and asks
+the kernel to kill it when the thread that spawned it dies, so even a launcher killed with
+SIGKILL leaves no orphan behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+_PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def spawn(
+    argv: Sequence[str], *, env: dict[str, str], log_path: Path, cwd: Path | None = None
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` in a new session with stdout and stderr appended to ``log_path``."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        return subprocess.Popen(
+            list(argv),
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+
+
+def signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+    """Send ``sig`` to the process group led by ``proc`` (nothing if it is already gone)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of the group ``pgid`` still exists."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def stop_all(procs: Sequence[subprocess.Popen[bytes]], *, grace_s: float) -> None:
+    """SIGTERM every group, wait up to ``grace_s``, then SIGKILL what is left and reap."""
+    for p in procs:
+        if p.poll() is None:
+            signal_group(p, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+        time.sleep(0.05)
+    kill_all(procs)
+
+
+def kill_all(procs: Sequence[subprocess.Popen[bytes]]) -> None:
+    """SIGKILL every group, leader exited or not, and reap the leaders."""
+    for p in procs:
+        signal_group(p, signal.SIGKILL)
+    for p in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=5)
+
+
+def tail(path: Path, lines: int = 20, max_bytes: int = 64 * 1024) -> list[str]:
+    """The last ``lines`` non-empty lines of a log file."""
+    try:
+        with path.open("rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - max_bytes))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    return [line for line in text.splitlines() if line.strip()][-lines:]

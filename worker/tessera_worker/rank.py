@@ -1,0 +1,150 @@
+"""One rank of a job: ``python -m tessera_worker.rank SPEC.json`` (the launcher runs this).
+
+Joins the job's torch.distributed world through the rendezvous store, builds the algorithm's
+``RankContext`` and calls its entry point. SIGTERM sets the context's stop signal; the launcher
+kills the process group if the rank does not return in time. Exit code 0 means the rank finished.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from tessera_worker.launch import RankLaunch
+
+TOKEN_ENV = "TESSERA_PARTY_TOKEN"
+
+
+def failure_marker(spec_path: Path) -> Path:
+    """Where a failing rank notes when it failed: the earliest failure is the cause."""
+    return spec_path.with_suffix(".failed")
+
+
+def note_failure(spec_path: Path) -> None:
+    marker = failure_marker(spec_path)
+    if not marker.exists():
+        marker.write_text(repr(time.time()))
+
+
+def _reporter(spec: RankLaunch) -> Any:
+    from tessera_ml.report import MemoryReporter
+
+    token = os.environ.get(TOKEN_ENV)
+    if spec.api_url is None or not token:
+        return MemoryReporter()
+    from tessera_worker.client import ControlPlane
+    from tessera_worker.reporter import HttpReporter
+
+    api = ControlPlane(spec.api_url, token)
+    return HttpReporter(api, job_id=spec.job_id, task_id=spec.task_id, rank=spec.rank)
+
+
+def _entry(entry_point: str) -> Any:
+    module_name, _, func_name = entry_point.partition(":")
+    return getattr(importlib.import_module(module_name), func_name)
+
+
+def run(spec: RankLaunch, stop: threading.Event, on_error: Callable[[], None]) -> Any:
+    import torch
+    import torch.distributed as dist
+
+    from tessera_ml.comm.torch_dist import TorchDistCommunicator
+    from tessera_ml.context import RankContext
+    from tessera_ml.registry import get_spec
+    from tessera_ml.spec import RankSlot
+
+    torch.set_num_threads(int(os.environ.get("TESSERA_RANK_THREADS", "1")))
+    algorithm = get_spec(spec.algorithm)
+    config = (
+        algorithm.parse_config(spec.config) if algorithm is not None else _loose_config(spec.config)
+    )
+    plan = [RankSlot.model_validate(s) for s in spec.plan]
+    device = torch.device(spec.device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    store = dist.TCPStore(
+        spec.store_host,
+        spec.store_port,
+        spec.world_size,
+        is_master=spec.rank == 0,
+        timeout=timedelta(seconds=spec.rendezvous_timeout_s),
+        wait_for_workers=False,
+    )
+    comm = TorchDistCommunicator.init(
+        rank=spec.rank,
+        world_size=spec.world_size,
+        store=store,
+        backend=spec.backend,
+        timeout_s=spec.collective_timeout_s,
+        device=device,
+    )
+    reporter = _reporter(spec)
+    ctx = RankContext(
+        rank=spec.rank,
+        world_size=spec.world_size,
+        slot=plan[spec.rank],
+        plan=plan,
+        config=config,
+        comm=comm,
+        device=device,
+        reporter=reporter,
+        stop=stop,
+        checkpoint_dir=Path(spec.checkpoint_dir) if spec.checkpoint_dir else None,
+        resume_from=Path(spec.resume_from) if spec.resume_from else None,
+        data_root=Path(spec.data_root) if spec.data_root else None,
+        job_id=spec.job_id,
+        attempt=spec.attempt,
+    )
+    try:
+        return _entry(spec.entry_point)(ctx)
+    except BaseException:
+        on_error()
+        raise
+    finally:
+        close = getattr(reporter, "close", None)
+        if close is not None:
+            close()
+        comm.close()
+
+
+def _loose_config(raw: dict[str, Any]) -> Any:
+    """The configuration of an entry point that is not a registered algorithm: kept as given."""
+    from pydantic import ConfigDict
+
+    from tessera_ml.spec import AlgorithmConfig
+
+    class OpenConfig(AlgorithmConfig):
+        model_config = ConfigDict(extra="allow")
+
+    return OpenConfig.model_validate(raw)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    spec_path = Path(args[0])
+    spec = RankLaunch.model_validate_json(spec_path.read_text())
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    print(f"rank {spec.rank}/{spec.world_size} of job {spec.job_id} starting", flush=True)
+    try:
+        run(spec, stop, on_error=lambda: note_failure(spec_path))
+    except BaseException:
+        note_failure(spec_path)
+        traceback.print_exc()
+        sys.stderr.flush()
+        return 1
+    print(f"rank {spec.rank} finished{' (stopped)' if stop.is_set() else ''}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
