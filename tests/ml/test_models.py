@@ -1,0 +1,72 @@
+"""The model zoo: specs from JSON, sizes from the dataset, the custom hook."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from tessera_ml.data import resolve
+from tessera_ml.models import build_model, count_parameters, parse_model_spec
+
+
+def tiny_linear(in_features: int, out_features: int, scale: float = 1.0) -> nn.Module:
+    layer = nn.Linear(in_features, out_features)
+    nn.init.constant_(layer.weight, scale)
+    return layer
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "mlp",
+        {"kind": "mlp", "hidden": [32, 16], "batch_norm": True, "activation": "tanh"},
+        "cnn",
+        {"kind": "cnn", "channels": [8], "batch_norm": True},
+    ],
+)
+def test_digits_models_learn_a_few_steps(spec: object) -> None:
+    torch.manual_seed(0)
+    data = resolve("sklearn:digits")
+    model = build_model(spec, dataset=data)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    x, y = data.train.x[:256], data.train.y
+    assert y is not None
+    losses = []
+    for _ in range(30):
+        loss = nn.functional.cross_entropy(model(x), y[:256])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.5 * losses[0]
+
+
+def test_cnn_for_28x28_and_click_model_shapes() -> None:
+    cnn = build_model({"kind": "cnn", "image_size": 28}, out_features=10)
+    assert cnn(torch.randn(2, 784)).shape == (2, 10)
+    clicks = resolve("generated:clicks?rows=500&ids=30&fields=3")
+    model = build_model({"kind": "click", "dim": 4, "hidden": [8]}, dataset=clicks)
+    assert model(clicks.train.x[:7]).shape == (7, 1)
+    assert count_parameters(model) == 3 * 30 * 5 + (12 * 8 + 8) + (8 + 1)
+
+
+def test_custom_hook_receives_sizes_and_kwargs() -> None:
+    model = build_model(
+        {"kind": "custom", "target": f"{__name__}:tiny_linear", "kwargs": {"scale": 0.5}},
+        in_features=3,
+        out_features=2,
+    )
+    assert isinstance(model, nn.Linear) and model.weight.shape == (2, 3)
+    assert torch.all(model.weight == 0.5)
+    assert isinstance(build_model("torch.nn:Identity"), nn.Identity)
+    with pytest.raises(ValueError, match="not installed"):
+        build_model("no_such_module:factory")
+
+
+def test_bad_specs_are_value_errors() -> None:
+    for bad in ["resnet", {"kind": "mlp", "hidden": [0]}, {"kind": "mlp", "colour": 1}]:
+        with pytest.raises(ValueError):
+            parse_model_spec(bad)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="in_features"):
+        build_model("mlp", out_features=2)

@@ -1,0 +1,102 @@
+"""Dataset references: the strings a job names its data with. Importable without torch.
+
+Syntax: ``SCHEME:TARGET[?key=value&key=value…]``
+
+- ``sklearn:NAME`` with NAME in ``digits``, ``breast_cancer``, ``wine``, ``diabetes``
+- ``generated:clicks`` (options: ``rows``, ``fields``, ``ids``, ``zipf``, ``dim``, ``seed``)
+- ``file:PATH`` with PATH ending in ``.csv``, ``.parquet`` or ``.npz``; relative paths are
+  resolved under the worker's data root (options: ``label``, ``id``, ``task``)
+
+Options every scheme accepts: ``test`` (test fraction, default 0.2, or ``file:OTHER.csv`` for a
+separate test file), ``split_seed`` (default 0: the split is fixed, whatever the job seed),
+``shard=I/N`` (keep shard I of N by rows), ``columns=A:B`` or ``columns=name,name`` (keep those
+feature columns).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from urllib.parse import parse_qsl
+
+SCHEMES = ("sklearn", "generated", "file")
+SKLEARN_SETS = ("digits", "breast_cancer", "wine", "diabetes")
+GENERATED_SETS = ("clicks",)
+FILE_SUFFIXES = (".csv", ".parquet", ".npz")
+COMMON_OPTIONS = frozenset({"test", "split_seed", "shard", "columns", "standardize"})
+SCHEME_OPTIONS: dict[str, frozenset[str]] = {
+    "sklearn": frozenset(),
+    "generated": frozenset({"rows", "fields", "ids", "zipf", "dim", "seed", "bias"}),
+    "file": frozenset({"label", "id", "task"}),
+}
+_SHARD = re.compile(r"^(\d+)/(\d+)$")
+
+
+class DataRefError(ValueError):
+    """A dataset reference that cannot be parsed or resolved."""
+
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class DataRef:
+    scheme: str
+    target: str
+    options: dict[str, str] = field(default_factory=dict)
+
+    def option(self, key: str, default: str | None = None) -> str | None:
+        return self.options.get(key, default)
+
+    def shard(self) -> tuple[int, int] | None:
+        raw = self.options.get("shard")
+        if raw is None:
+            return None
+        match = _SHARD.match(raw)
+        if match is None:
+            raise DataRefError("bad_shard", f"shard must look like I/N, got {raw!r}")
+        index, count = int(match[1]), int(match[2])
+        if count < 1 or not 0 <= index < count:
+            raise DataRefError("bad_shard", f"shard {raw!r} needs 0 <= I < N")
+        return index, count
+
+    def __str__(self) -> str:
+        query = "&".join(f"{k}={v}" for k, v in self.options.items())
+        return f"{self.scheme}:{self.target}" + (f"?{query}" if query else "")
+
+
+def parse_ref(ref: str) -> DataRef:
+    """Parse and check a dataset reference without loading anything."""
+    scheme, sep, rest = ref.partition(":")
+    if not sep or scheme not in SCHEMES:
+        prefixes = ", ".join(s + ":" for s in SCHEMES)
+        raise DataRefError(
+            "unknown_scheme", f"dataset reference {ref!r} must start with one of {prefixes}"
+        )
+    target, _, query = rest.partition("?")
+    options = dict(parse_qsl(query, keep_blank_values=True, strict_parsing=False))
+    allowed = COMMON_OPTIONS | SCHEME_OPTIONS[scheme]
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise DataRefError(
+            "unknown_option",
+            f"{scheme}: references take no option {', '.join(unknown)} "
+            f"(allowed: {', '.join(sorted(allowed))})",
+        )
+    if scheme == "sklearn" and target not in SKLEARN_SETS:
+        raise DataRefError(
+            "unknown_dataset", f"no bundled set {target!r} (known: {', '.join(SKLEARN_SETS)})"
+        )
+    if scheme == "generated" and target not in GENERATED_SETS:
+        raise DataRefError(
+            "unknown_dataset", f"no generator {target!r} (known: {', '.join(GENERATED_SETS)})"
+        )
+    if scheme == "file" and not target.lower().endswith(FILE_SUFFIXES):
+        raise DataRefError(
+            "unknown_format", f"file {target!r} must end in {', '.join(FILE_SUFFIXES)}"
+        )
+    parsed = DataRef(scheme, target, options)
+    parsed.shard()
+    return parsed
