@@ -1,0 +1,59 @@
+"""The application factory."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from fastapi import APIRouter, FastAPI
+from fastapi.routing import APIRoute
+
+from tessera_api import __version__
+from tessera_api.db import make_engine, make_session_factory
+from tessera_api.dispatch import Dispatcher, QueueDispatcher
+from tessera_api.errors import install_error_handlers
+from tessera_api.frontend import mount_dashboard
+from tessera_api.routes import algorithms, events, jobs, meta, parties, tasks, telemetry, workers
+from tessera_api.settings import Settings
+from tessera_ml.registry import all_specs
+from tessera_ml.spec import AlgorithmSpec
+
+API_PREFIX = "/api/v1"
+
+
+def operation_id(route: APIRoute) -> str:
+    return f"{route.tags[0]}-{route.name}"
+
+
+def api_router() -> APIRouter:
+    router = APIRouter(prefix=API_PREFIX)
+    for module in (meta, algorithms, parties, workers, jobs, tasks, telemetry, events):
+        router.include_router(module.router)
+    return router
+
+
+def create_app(
+    settings: Settings | None = None,
+    dispatcher: Dispatcher | None = None,
+    specs: Mapping[str, AlgorithmSpec] | None = None,
+) -> FastAPI:
+    """The control plane; ``specs`` defaults to every algorithm in ``tessera_ml``."""
+    settings = settings or Settings()
+    app = FastAPI(
+        title="Tessera control plane",
+        version=__version__,
+        description="Parties, workers, jobs, attempts, metrics and logs of Tessera.",
+        generate_unique_id_function=operation_id,
+        openapi_url=f"{API_PREFIX}/openapi.json",
+        docs_url=f"{API_PREFIX}/docs",
+        redoc_url=None,
+    )
+    engine = make_engine(settings.resolved_database_url)
+    app.state.settings = settings
+    app.state.engine = engine
+    app.state.session_factory = make_session_factory(engine)
+    app.state.dispatcher = dispatcher or QueueDispatcher()
+    app.state.specs = dict(specs) if specs is not None else all_specs()
+    install_error_handlers(app)
+    app.include_router(api_router())
+    mount_dashboard(app, settings.frontend_dist)
+    return app

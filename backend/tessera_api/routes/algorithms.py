@@ -1,0 +1,26 @@
+"""Algorithms: their roles and configuration schemas, read without importing torch."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from tessera_api.deps import Principal, SpecsDep
+from tessera_api.errors import not_found
+from tessera_api.schemas import AlgorithmPublic
+
+router = APIRouter(prefix="/algorithms", tags=["algorithms"])
+
+
+@router.get("")
+def list_algorithms(_: Principal, specs: SpecsDep) -> list[AlgorithmPublic]:
+    """List every algorithm with its roles and configuration schema."""
+    return [AlgorithmPublic.model_validate(specs[n].describe()) for n in sorted(specs)]
+
+
+@router.get("/{name}")
+def get_algorithm(name: str, _: Principal, specs: SpecsDep) -> AlgorithmPublic:
+    """Get one algorithm with its roles and configuration schema."""
+    spec = specs.get(name)
+    if spec is None:
+        raise not_found("algorithm", name)
+    return AlgorithmPublic.model_validate(spec.describe())

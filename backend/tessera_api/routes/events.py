@@ -1,0 +1,104 @@
+"""A job's live events as Server-Sent Events, resumable with ``Last-Event-ID``."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+import anyio
+from fastapi import APIRouter, Header, Query, Request
+from fastapi.responses import StreamingResponse
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from tessera_api.deps import Principal, SessionDep
+from tessera_api.models import Event, Job
+from tessera_api.services import jobs
+from tessera_api.states import JOB_TERMINAL, JobStatus
+
+router = APIRouter(prefix="/jobs", tags=["events"])
+
+POLL_S = 0.25
+KEEPALIVE_S = 15.0
+BATCH = 500
+
+
+@router.get(
+    "/{job_id}/events",
+    response_class=StreamingResponse,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "An SSE stream"}},
+)
+def stream_events(
+    job_id: str,
+    caller: Principal,
+    session: SessionDep,
+    request: Request,
+    last_event_id: Annotated[int | None, Header(alias="Last-Event-ID", ge=0, le=2**62)] = None,
+    after: Annotated[int | None, Query(ge=0, le=2**62, description="Same as Last-Event-ID")] = None,
+    once: Annotated[bool, Query(description="Send what is stored now, then end")] = False,
+    timeout_s: Annotated[float | None, Query(gt=0, le=3600, description="End after")] = None,
+) -> StreamingResponse:
+    """Stream a job's status changes and metric summaries; ends when the job has finished."""
+    jobs.get_job(session, job_id=job_id, caller=caller)
+    cursor = last_event_id if last_event_id is not None else (after or 0)
+    factory: sessionmaker[Session] = request.app.state.session_factory
+    body = _events(factory, request, job_id=job_id, cursor=cursor, once=once, timeout_s=timeout_s)
+    return StreamingResponse(
+        body,
+        media_type="text/event-stream",
+        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    )
+
+
+def _fetch(factory: sessionmaker[Session], job_id: str, cursor: int) -> tuple[list[Event], bool]:
+    """Events after ``cursor`` and whether the job has finished (or is gone)."""
+    with factory() as session:
+        status = session.scalar(select(Job.status).where(Job.id == job_id))
+        events = session.scalars(
+            select(Event)
+            .where(Event.job_id == job_id, Event.id > cursor)
+            .order_by(Event.id)
+            .limit(BATCH)
+        ).all()
+        finished = status is None or JobStatus(status) in JOB_TERMINAL
+        return list(events), finished
+
+
+def _format(event: Event) -> str:
+    data = json.dumps({**event.data, "time": event.created_at.isoformat()})
+    return f"id: {event.id}\nevent: {event.kind}\ndata: {data}\n\n"
+
+
+async def _events(
+    factory: sessionmaker[Session],
+    request: Request,
+    *,
+    job_id: str,
+    cursor: int,
+    once: bool,
+    timeout_s: float | None,
+) -> AsyncIterator[str]:
+    yield "retry: 2000\n\n"
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    quiet_since = time.monotonic()
+    while True:
+        events, finished = await anyio.to_thread.run_sync(_fetch, factory, job_id, cursor)
+        for event in events:
+            yield _format(event)
+            cursor = event.id
+        if len(events) == BATCH:
+            continue
+        if once or (finished and not events):
+            return
+        if deadline is not None and time.monotonic() >= deadline:
+            return
+        if await request.is_disconnected():
+            return
+        if events:
+            quiet_since = time.monotonic()
+        elif time.monotonic() - quiet_since >= KEEPALIVE_S:
+            yield ": keep-alive\n\n"
+            quiet_since = time.monotonic()
+        await anyio.sleep(POLL_S)

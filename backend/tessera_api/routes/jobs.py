@@ -1,0 +1,137 @@
+"""Jobs: create, read, list, cancel, retry, delete."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Header, Query, Response
+from sqlalchemy import select
+
+from tessera_api.deps import DispatcherDep, Principal, SessionDep, SpecsDep
+from tessera_api.models import StatusTransition
+from tessera_api.routes.paging import Limit, Offset
+from tessera_api.schemas import JobCreate, JobPublic, JobRetry, JobSummary, Page, TransitionPublic
+from tessera_api.services import jobs, lifecycle
+from tessera_api.services.jobs import JobSort
+from tessera_api.states import JobStatus
+from tessera_api.views import job_public, job_summary
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+IdempotencyKey = Annotated[
+    str | None,
+    Header(
+        alias="Idempotency-Key",
+        min_length=1,
+        max_length=255,
+        description="Repeat a create safely: the same key returns the same job",
+    ),
+]
+
+
+@router.post("", status_code=201, responses={200: {"description": "Replayed: the existing job"}})
+def create_job(
+    job_in: JobCreate,
+    caller: Principal,
+    session: SessionDep,
+    specs: SpecsDep,
+    dispatcher: DispatcherDep,
+    response: Response,
+    idempotency_key: IdempotencyKey = None,
+) -> JobPublic:
+    """Create a job from an algorithm, its configuration and role assignments."""
+    job, created = jobs.create_job(
+        session, job_in=job_in, caller=caller, specs=specs, idempotency_key=idempotency_key
+    )
+    session.commit()
+    if created:
+        dispatcher.submit(session, job_id=job.id)
+        session.commit()
+    else:
+        response.status_code = 200
+    session.refresh(job)
+    return job_public(job)
+
+
+@router.get("")
+def list_jobs(
+    caller: Principal,
+    session: SessionDep,
+    status: JobStatus | None = None,
+    algorithm: Annotated[str | None, Query(max_length=63)] = None,
+    party: Annotated[str | None, Query(max_length=63)] = None,
+    sort: JobSort = "-created_at",
+    limit: Limit = 50,
+    offset: Offset = 0,
+) -> Page[JobSummary]:
+    """List the jobs the caller may see, filtered and sorted."""
+    rows, total = jobs.list_jobs(
+        session,
+        caller=caller,
+        status=status,
+        algorithm=algorithm,
+        party=party,
+        sort=sort,
+        limit=limit,
+        offset=offset,
+    )
+    return Page[JobSummary](data=[job_summary(j) for j in rows], count=total)
+
+
+@router.get("/{job_id}")
+def get_job(job_id: str, caller: Principal, session: SessionDep) -> JobPublic:
+    """Get a job with its assignments, attempts and per-task status."""
+    return job_public(jobs.get_job(session, job_id=job_id, caller=caller))
+
+
+@router.post("/{job_id}/cancel")
+def cancel_job(
+    job_id: str, caller: Principal, session: SessionDep, dispatcher: DispatcherDep
+) -> JobPublic:
+    """Cancel a job: at once if nothing runs, else after its tasks have stopped."""
+    job = jobs.get_job(session, job_id=job_id, caller=caller)
+    lifecycle.cancel_job(session, job=job)
+    session.commit()
+    dispatcher.cancel(session, job_id=job.id)
+    session.commit()
+    session.refresh(job)
+    return job_public(job)
+
+
+@router.post("/{job_id}/retry")
+def retry_job(
+    job_id: str,
+    caller: Principal,
+    session: SessionDep,
+    dispatcher: DispatcherDep,
+    retry_in: JobRetry | None = None,
+) -> JobPublic:
+    """Run a finished job again as a new attempt, from a checkpoint when one exists."""
+    job = jobs.get_job(session, job_id=job_id, caller=caller)
+    lifecycle.retry_job(session, job=job, step=retry_in.step if retry_in else None)
+    session.commit()
+    dispatcher.submit(session, job_id=job.id)
+    session.commit()
+    session.refresh(job)
+    return job_public(job)
+
+
+@router.delete("/{job_id}", status_code=204)
+def delete_job(job_id: str, caller: Principal, session: SessionDep) -> Response:
+    """Delete a finished job with everything it recorded."""
+    job = jobs.get_job(session, job_id=job_id, caller=caller)
+    jobs.delete_job(session, job=job)
+    session.commit()
+    return Response(status_code=204)
+
+
+@router.get("/{job_id}/transitions")
+def list_transitions(job_id: str, caller: Principal, session: SessionDep) -> list[TransitionPublic]:
+    """The audit trail of a job's, its attempts' and its tasks' status changes."""
+    jobs.get_job(session, job_id=job_id, caller=caller)
+    rows = session.scalars(
+        select(StatusTransition)
+        .where(StatusTransition.job_id == job_id)
+        .order_by(StatusTransition.id)
+    ).all()
+    return [TransitionPublic.model_validate(r, from_attributes=True) for r in rows]

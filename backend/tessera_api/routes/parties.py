@@ -1,0 +1,56 @@
+"""Parties: the organisations that take part in jobs."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from tessera_api.deps import Admin, Principal, SessionDep
+from tessera_api.routes.paging import Limit, Offset
+from tessera_api.schemas import Page, PartyCreate, PartyCreated, PartyPublic, PartyUpdate
+from tessera_api.services import parties
+from tessera_api.views import party_public
+
+router = APIRouter(prefix="/parties", tags=["parties"])
+
+
+@router.post("", status_code=201)
+def create_party(party_in: PartyCreate, _: Admin, session: SessionDep) -> PartyCreated:
+    """Create a party; the reply carries its API token, shown only this once."""
+    party, token = parties.create_party(session, party_in=party_in)
+    session.commit()
+    return PartyCreated(**party_public(party).model_dump(), token=token)
+
+
+@router.get("")
+def list_parties(
+    caller: Principal, session: SessionDep, limit: Limit = 50, offset: Offset = 0
+) -> Page[PartyPublic]:
+    """List parties (a party token sees only its own)."""
+    rows, total = parties.list_parties(session, caller=caller, limit=limit, offset=offset)
+    return Page[PartyPublic](data=[party_public(p) for p in rows], count=total)
+
+
+@router.get("/{name}")
+def get_party(name: str, caller: Principal, session: SessionDep) -> PartyPublic:
+    """Get one party."""
+    return party_public(parties.get_party(session, name=name, caller=caller))
+
+
+@router.patch("/{name}")
+def update_party(
+    name: str, party_in: PartyUpdate, caller: Admin, session: SessionDep
+) -> PartyPublic:
+    """Change a party's display name, description or disabled flag."""
+    party = parties.get_party(session, name=name, caller=caller)
+    parties.update_party(session, party=party, party_in=party_in)
+    session.commit()
+    return party_public(party)
+
+
+@router.post("/{name}/disable")
+def disable_party(name: str, caller: Admin, session: SessionDep) -> PartyPublic:
+    """Disable a party: its token stops working and it cannot join new jobs."""
+    party = parties.get_party(session, name=name, caller=caller)
+    parties.update_party(session, party=party, party_in=PartyUpdate(disabled=True))
+    session.commit()
+    return party_public(party)

@@ -1,0 +1,49 @@
+"""Tasks: what a worker runs for one attempt (the worker protocol)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Response
+
+from tessera_api.deps import PartyCaller, Principal, SessionDep
+from tessera_api.schemas import LaunchDescription, RendezvousIn, TaskPublic, TaskStatusIn
+from tessera_api.services import lifecycle, tasks
+from tessera_api.states import TaskStatus
+from tessera_api.views import task_public
+
+router = APIRouter(prefix="/tasks", tags=["tasks"])
+
+
+@router.get("/{task_id}")
+def get_task(task_id: str, caller: Principal, session: SessionDep) -> LaunchDescription:
+    """Get a task's launch description: plan, hosted ranks, rendezvous, resume point."""
+    task = tasks.get_task(session, task_id=task_id, caller=caller)
+    return tasks.launch_description(session, task=task)
+
+
+@router.post("/{task_id}/rendezvous", status_code=204)
+def set_rendezvous(
+    task_id: str, rendezvous: RendezvousIn, caller: PartyCaller, session: SessionDep
+) -> Response:
+    """Publish where the attempt's world meets (the task hosting rank 0 only)."""
+    task = tasks.get_task(session, task_id=task_id, caller=caller)
+    tasks.set_rendezvous(session, task=task, rendezvous=rendezvous)
+    session.commit()
+    return Response(status_code=204)
+
+
+@router.post("/{task_id}/status")
+def report_status(
+    task_id: str, status_in: TaskStatusIn, caller: PartyCaller, session: SessionDep
+) -> TaskPublic:
+    """Report a task's status; a failure fails the attempt and the job."""
+    task = tasks.get_task(session, task_id=task_id, caller=caller)
+    lifecycle.report_task_status(
+        session,
+        task=task,
+        status=TaskStatus(status_in.status),
+        reason=status_in.reason,
+        exit_code=status_in.exit_code,
+        rank=status_in.rank,
+    )
+    session.commit()
+    return task_public(task)

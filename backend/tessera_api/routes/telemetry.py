@@ -1,0 +1,125 @@
+"""Metrics, logs and checkpoints of a job: ingest from workers, read for the dashboard."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query, Response
+from sqlalchemy import select
+
+from tessera_api.deps import Principal, SessionDep
+from tessera_api.errors import not_found
+from tessera_api.models import Attempt
+from tessera_api.routes.paging import Offset
+from tessera_api.schemas import (
+    CheckpointIn,
+    CheckpointPublic,
+    LogBatch,
+    LogLinePublic,
+    LogsPublic,
+    MetricBatch,
+    MetricName,
+    MetricsPublic,
+    Step,
+)
+from tessera_api.services import jobs, series, telemetry
+from tessera_api.services.tasks import task_of_job
+
+router = APIRouter(prefix="/jobs/{job_id}", tags=["telemetry"])
+
+
+@router.post("/metrics", status_code=204)
+def ingest_metrics(
+    job_id: str, batch: MetricBatch, caller: Principal, session: SessionDep
+) -> Response:
+    """Store a batch of metric points reported by one task's ranks."""
+    task = task_of_job(session, job_id=job_id, task_id=batch.task_id, caller=caller)
+    telemetry.ingest_metrics(session, job_id=job_id, task=task, points=batch.points)
+    session.commit()
+    return Response(status_code=204)
+
+
+@router.get("/metrics")
+def query_metrics(
+    job_id: str,
+    caller: Principal,
+    session: SessionDep,
+    names: Annotated[list[MetricName] | None, Query(max_length=64)] = None,
+    attempt: Annotated[int | None, Query(ge=1, le=1_000_000)] = None,
+    rank: Annotated[int | None, Query(ge=0, le=65535)] = None,
+    step_min: Step | None = None,
+    step_max: Step | None = None,
+    max_points: Annotated[int, Query(ge=2, le=10_000)] = 1000,
+) -> MetricsPublic:
+    """Metric series of an attempt (default: the latest), downsampled to max_points each."""
+    job = jobs.get_job(session, job_id=job_id, caller=caller)
+    query = select(Attempt).where(Attempt.job_id == job.id)
+    if attempt is not None:
+        query = query.where(Attempt.number == attempt)
+    chosen = session.scalars(query.order_by(Attempt.number.desc()).limit(1)).first()
+    if chosen is None:
+        raise not_found("attempt", str(attempt))
+    data = series.query_series(
+        session,
+        attempt_id=chosen.id,
+        names=names or [],
+        rank=rank,
+        step_min=step_min,
+        step_max=step_max,
+        max_points=max_points,
+    )
+    return MetricsPublic(attempt=chosen.number, series=data)
+
+
+@router.post("/logs", status_code=204)
+def ingest_logs(job_id: str, batch: LogBatch, caller: Principal, session: SessionDep) -> Response:
+    """Store a batch of log lines from one task's ranks."""
+    task = task_of_job(session, job_id=job_id, task_id=batch.task_id, caller=caller)
+    telemetry.ingest_logs(session, job_id=job_id, task=task, lines=batch.lines)
+    session.commit()
+    return Response(status_code=204)
+
+
+@router.get("/logs")
+def read_logs(
+    job_id: str,
+    caller: Principal,
+    session: SessionDep,
+    task_id: Annotated[str | None, Query(max_length=64)] = None,
+    after: Offset = 0,
+    limit: Annotated[int, Query(ge=1, le=5000)] = 500,
+) -> LogsPublic:
+    """Read log lines after a cursor, optionally of one task."""
+    jobs.get_job(session, job_id=job_id, caller=caller)
+    rows = telemetry.read_logs(session, job_id=job_id, task_id=task_id, after=after, limit=limit)
+    data = [LogLinePublic.model_validate(r, from_attributes=True) for r in rows]
+    return LogsPublic(data=data, next_cursor=data[-1].id if data else after)
+
+
+@router.post("/checkpoints", status_code=204)
+def record_checkpoint(
+    job_id: str, checkpoint: CheckpointIn, caller: Principal, session: SessionDep
+) -> Response:
+    """Record that a rank wrote a checkpoint."""
+    task = task_of_job(session, job_id=job_id, task_id=checkpoint.task_id, caller=caller)
+    telemetry.record_checkpoint(session, job_id=job_id, task=task, checkpoint=checkpoint)
+    session.commit()
+    return Response(status_code=204)
+
+
+@router.get("/checkpoints")
+def list_checkpoints(job_id: str, caller: Principal, session: SessionDep) -> list[CheckpointPublic]:
+    """List the checkpoints every attempt of a job recorded."""
+    jobs.get_job(session, job_id=job_id, caller=caller)
+    return [
+        CheckpointPublic(
+            attempt=number,
+            rank=c.rank,
+            step=c.step,
+            uri=c.uri,
+            size=c.size,
+            sha256=c.sha256,
+            created_at=c.created_at,
+        )
+        for c, number in telemetry.list_checkpoints(session, job_id=job_id)
+    ]

@@ -1,0 +1,59 @@
+"""Workers: a party's machines, registering and beating."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from tessera_api.deps import PartyCaller, Principal, SessionDep, SettingsDep
+from tessera_api.models import utcnow
+from tessera_api.routes.paging import Limit, Offset
+from tessera_api.schemas import Heartbeat, HeartbeatReply, Page, WorkerPublic, WorkerRegister
+from tessera_api.services import workers
+from tessera_api.views import worker_public
+
+router = APIRouter(prefix="/workers", tags=["workers"])
+
+
+@router.post("", status_code=201)
+def register_worker(
+    worker_in: WorkerRegister, caller: PartyCaller, session: SessionDep
+) -> WorkerPublic:
+    """Register a worker of the calling party (same hostname again: update it)."""
+    assert caller.party is not None
+    worker = workers.register_worker(session, party=caller.party, worker_in=worker_in)
+    session.commit()
+    return worker_public(worker, online=True)
+
+
+@router.get("")
+def list_workers(
+    caller: Principal,
+    session: SessionDep,
+    settings: SettingsDep,
+    party: Annotated[str | None, Query(max_length=63)] = None,
+    limit: Limit = 50,
+    offset: Offset = 0,
+) -> Page[WorkerPublic]:
+    """List workers with their online status (a party token sees only its own)."""
+    rows, total = workers.list_workers(
+        session, caller=caller, party=party, limit=limit, offset=offset
+    )
+    now = utcnow()
+    after = settings.worker_offline_after_s
+    data = [
+        worker_public(w, online=workers.is_online(w, offline_after_s=after, now=now)) for w in rows
+    ]
+    return Page[WorkerPublic](data=data, count=total)
+
+
+@router.post("/{worker_id}/heartbeat")
+def heartbeat(
+    worker_id: str, beat: Heartbeat, caller: PartyCaller, session: SessionDep
+) -> HeartbeatReply:
+    """Record a worker's heartbeat; the reply lists the tasks it must stop."""
+    worker = workers.get_worker(session, worker_id=worker_id, caller=caller)
+    stop = workers.heartbeat(session, worker=worker, beat=beat)
+    session.commit()
+    return HeartbeatReply(stop_tasks=stop, server_time=utcnow())

@@ -1,0 +1,348 @@
+"""Request and response shapes of the REST API, named by purpose (``JobCreate``, ``JobPublic``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Generic, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from tessera_ml.spec import Assignment
+
+MAX_INT = 2**53
+Slug = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,62}$", description="Lower-case slug")]
+Step = Annotated[int, Field(ge=0, le=MAX_INT)]
+Rank = Annotated[int, Field(ge=0, le=65535)]
+Id = Annotated[str, Field(max_length=64)]
+MetricName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:/-]{1,128}$")]
+Text200 = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+T = TypeVar("T")
+
+
+class Page(BaseModel, Generic[T]):
+    data: list[T]
+    count: int = Field(description="Total matching items, before pagination")
+
+
+# algorithms
+
+
+class RolePublic(BaseModel):
+    name: str
+    min: int
+    max: int | None
+    description: str = ""
+
+
+class AlgorithmPublic(BaseModel):
+    name: str
+    title: str
+    description: str
+    roles: list[RolePublic]
+    config_schema: dict[str, Any]
+    metrics: list[str]
+
+
+# parties
+
+
+class PartyCreate(Strict):
+    name: Slug
+    display_name: Text200 | None = None
+    description: Annotated[str, Field(max_length=2000)] = ""
+
+
+class PartyUpdate(Strict):
+    display_name: Text200 | None = None
+    description: Annotated[str | None, Field(max_length=2000)] = None
+    disabled: bool | None = None
+
+
+class PartyPublic(BaseModel):
+    id: str
+    name: str
+    display_name: str
+    description: str
+    created_at: datetime
+    disabled: bool
+
+
+class PartyCreated(PartyPublic):
+    token: str = Field(description="The party's API token; shown only once")
+
+
+# workers
+
+
+class Accelerator(Strict):
+    name: Annotated[str, Field(max_length=200)]
+    total_memory: Annotated[int, Field(ge=0, le=2**62)]
+    free_memory: Annotated[int, Field(ge=0, le=2**62)]
+
+
+class WorkerRegister(Strict):
+    hostname: Annotated[str, Field(min_length=1, max_length=255)]
+    address: Annotated[str, Field(max_length=255)] = ""
+    cpu_count: Annotated[int, Field(ge=1, le=1_000_000)]
+    memory_bytes: Annotated[int, Field(ge=0, le=2**62)]
+    torch_version: Annotated[str, Field(max_length=64)] = ""
+    accelerators: list[Accelerator] = Field(default_factory=list, max_length=64)
+
+
+class WorkerPublic(BaseModel):
+    id: str
+    party: str
+    hostname: str
+    address: str
+    cpu_count: int
+    memory_bytes: int
+    torch_version: str
+    accelerators: list[Accelerator]
+    registered_at: datetime
+    last_heartbeat: datetime
+    online: bool
+
+
+class Heartbeat(Strict):
+    accelerators: list[Accelerator] | None = Field(default=None, max_length=64)
+    running_tasks: list[Id] = Field(default_factory=list, max_length=1024)
+
+
+class HeartbeatReply(BaseModel):
+    stop_tasks: list[str]
+    server_time: datetime
+
+
+# jobs
+
+
+class AssignmentIn(Assignment):
+    """One party playing one role; options as in the algorithm's role table."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+class JobCreate(Strict):
+    name: Text200
+    algorithm: Annotated[str, Field(max_length=63)]
+    config: dict[str, Any] = Field(default_factory=dict)
+    assignments: list[AssignmentIn] = Field(min_length=1, max_length=256)
+    priority: Annotated[int, Field(ge=-1000, le=1000)] = 0
+
+
+class AssignmentPublic(BaseModel):
+    party: str
+    role: str
+    processes: int
+    dataset: str | None
+    capacity: list[float] | None
+    options: dict[str, Any]
+
+
+class RankDevicePublic(BaseModel):
+    rank: int
+    device: str
+
+
+class TaskPublic(BaseModel):
+    id: str
+    party: str
+    worker_id: str
+    ranks: list[RankDevicePublic]
+    status: str
+    reason: str | None
+    exit_code: int | None
+    failed_rank: int | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class ResumePoint(BaseModel):
+    step: int
+    uri: str
+
+
+class AttemptPublic(BaseModel):
+    number: int
+    status: str
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    failure_code: str | None
+    failure_reason: str | None
+    resume_from: ResumePoint | None
+    tasks: list[TaskPublic]
+
+
+class JobSummary(BaseModel):
+    id: str
+    name: str
+    algorithm: str
+    status: str
+    status_reason: str
+    priority: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    creator: str
+    parties: list[str]
+
+
+class JobPublic(JobSummary):
+    config: dict[str, Any]
+    assignments: list[AssignmentPublic]
+    attempts: list[AttemptPublic]
+
+
+class JobRetry(Strict):
+    step: Step | None = Field(
+        default=None,
+        description="Resume from this checkpoint step; default: the last step every rank saved",
+    )
+
+
+class TransitionPublic(BaseModel):
+    entity: str
+    entity_id: str
+    from_status: str | None
+    to_status: str
+    reason: str
+    created_at: datetime
+
+
+# tasks (worker protocol)
+
+
+class RendezvousIn(Strict):
+    host: Annotated[str, Field(min_length=1, max_length=255)]
+    port: Annotated[int, Field(ge=1, le=65535)]
+
+
+class Rendezvous(BaseModel):
+    host: str
+    port: int
+
+
+class TaskStatusIn(Strict):
+    status: Literal["starting", "running", "succeeded", "failed", "cancelled"]
+    reason: Annotated[str, Field(max_length=4000)] | None = None
+    exit_code: Annotated[int, Field(ge=-(2**31), le=2**31 - 1)] | None = None
+    rank: Rank | None = None
+
+
+class LaunchDescription(BaseModel):
+    task_id: str
+    job_id: str
+    attempt: int
+    algorithm: str
+    config: dict[str, Any]
+    plan: list[dict[str, Any]]
+    world_size: int
+    ranks: list[RankDevicePublic]
+    backend: Literal["gloo", "nccl"]
+    rendezvous: Rendezvous | None
+    resume_from: ResumePoint | None
+    status: str
+
+
+# metrics, logs, checkpoints
+
+
+class MetricPointIn(Strict):
+    rank: Rank
+    name: MetricName
+    step: Step
+    value: float
+    time: datetime | None = None
+
+
+class MetricBatch(Strict):
+    task_id: Id
+    points: list[MetricPointIn] = Field(max_length=10_000)
+
+
+class SeriesPoint(BaseModel):
+    step: int = Field(
+        description="The last step of the bucket (the step itself when not downsampled)"
+    )
+    value: float = Field(description="Mean of the bucket")
+    min: float
+    max: float
+    count: int
+
+
+class Series(BaseModel):
+    name: str
+    rank: int
+    downsampled: bool
+    points: list[SeriesPoint]
+
+
+class MetricsPublic(BaseModel):
+    attempt: int | None
+    series: list[Series]
+
+
+class LogLineIn(Strict):
+    rank: Rank
+    level: Literal["debug", "info", "warning", "error", "critical"] = "info"
+    message: Annotated[str, Field(max_length=16_000)]
+    time: datetime | None = None
+
+
+class LogBatch(Strict):
+    task_id: Id
+    lines: list[LogLineIn] = Field(max_length=10_000)
+
+
+class LogLinePublic(BaseModel):
+    id: int
+    task_id: str
+    rank: int
+    level: str
+    message: str
+    time: datetime
+
+
+class LogsPublic(BaseModel):
+    data: list[LogLinePublic]
+    next_cursor: int = Field(description="Pass as `after` to read the following lines")
+
+
+class CheckpointIn(Strict):
+    task_id: Id
+    rank: Rank
+    step: Step
+    uri: Annotated[str, Field(min_length=1, max_length=2048)]
+    size: Annotated[int, Field(ge=0, le=2**62)]
+    sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+
+
+class CheckpointPublic(BaseModel):
+    attempt: int
+    rank: int
+    step: int
+    uri: str
+    size: int
+    sha256: str
+    created_at: datetime
+
+
+# meta
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Version(BaseModel):
+    version: str
+    api: str
+    algorithms: list[str]

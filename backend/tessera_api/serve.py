@@ -1,0 +1,44 @@
+"""``tessera api``: migrate the database, then serve the control plane."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from pydantic import ValidationError
+
+from tessera_api.settings import DEFAULT_ADMIN_TOKEN, Settings
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="tessera api", description="serve the control plane")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--no-migrate", action="store_true", help="skip `alembic upgrade head`")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    try:
+        settings = Settings()
+    except ValidationError as exc:
+        print(f"tessera api: invalid settings: {exc}", file=sys.stderr)
+        return 2
+    settings.home.mkdir(parents=True, exist_ok=True)
+    if settings.admin_token == DEFAULT_ADMIN_TOKEN:
+        print(
+            "tessera api: using the development admin token; set TESSERA_ADMIN_TOKEN",
+            file=sys.stderr,
+        )
+    if not args.no_migrate:
+        from tessera_api.migrate import upgrade
+
+        upgrade(settings.resolved_database_url)
+
+    import uvicorn
+
+    from tessera_api.app import create_app
+
+    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info")
+    return 0

@@ -1,0 +1,188 @@
+"""Jobs: create (validated against the algorithm's spec, idempotent), read, list, delete."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Literal
+
+from pydantic import ValidationError
+from sqlalchemy import Select, delete, func, select
+from sqlalchemy.orm import Session
+
+from tessera_api.errors import ApiError, conflict, field_errors, forbidden, invalid, not_found
+from tessera_api.models import Attempt, Job, Party, RoleAssignment
+from tessera_api.schemas import JobCreate
+from tessera_api.security import Caller
+from tessera_api.services.history import record_job_created
+from tessera_api.services.parties import parties_by_name
+from tessera_api.states import JOB_TERMINAL, AttemptStatus, JobStatus
+from tessera_ml.spec import AlgorithmSpec, PlanError
+
+JobSort = Literal["created_at", "-created_at", "name", "-name", "priority", "-priority"]
+
+
+def request_digest(job_in: JobCreate) -> str:
+    payload = json.dumps(job_in.model_dump(mode="json"), sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()
+
+
+def create_job(
+    session: Session,
+    *,
+    job_in: JobCreate,
+    caller: Caller,
+    specs: Mapping[str, AlgorithmSpec],
+    idempotency_key: str | None,
+) -> tuple[Job, bool]:
+    """The job and whether it is new; a repeated ``idempotency_key`` returns the first job."""
+    digest = request_digest(job_in)
+    if idempotency_key is not None:
+        existing = session.scalars(
+            select(Job).where(Job.creator == caller.name, Job.idempotency_key == idempotency_key)
+        ).first()
+        if existing is not None:
+            if existing.idempotency_hash != digest:
+                raise conflict(
+                    "idempotency_conflict",
+                    "this Idempotency-Key was used for a different request",
+                )
+            return existing, False
+    spec = specs.get(job_in.algorithm)
+    if spec is None:
+        raise invalid(
+            "unknown_algorithm", f"no algorithm named {job_in.algorithm!r}", ("body", "algorithm")
+        )
+    try:
+        config = spec.parse_config(job_in.config)
+    except ValidationError as exc:
+        raise ApiError(
+            422,
+            "invalid_config",
+            "the configuration is invalid",
+            field_errors(exc.errors(), ("body", "config")),
+        ) from exc
+    parties = _assigned_parties(session, job_in=job_in)
+    if caller.party is not None and caller.party.name not in parties:
+        raise forbidden(f"{caller.name} may only create jobs in which it holds a role")
+    try:
+        slots = spec.make_plan(job_in.assignments, config)
+    except PlanError as exc:
+        raise invalid(exc.code, exc.reason, ("body", *exc.loc)) from exc
+    job = Job(
+        name=job_in.name,
+        algorithm=spec.name,
+        config=config.model_dump(mode="json"),
+        status=JobStatus.pending.value,
+        status_reason="",
+        priority=job_in.priority,
+        creator=caller.name,
+        idempotency_key=idempotency_key,
+        idempotency_hash=digest if idempotency_key is not None else None,
+    )
+    for i, a in enumerate(job_in.assignments):
+        job.assignments.append(
+            RoleAssignment(
+                party_id=parties[a.party].id,
+                role=a.role,
+                position=i,
+                processes=a.processes,
+                dataset=a.dataset,
+                capacity=a.capacity,
+                options=a.options,
+            )
+        )
+    job.attempts.append(
+        Attempt(
+            number=1,
+            status=AttemptStatus.pending.value,
+            plan=[s.model_dump(mode="json") for s in slots],
+        )
+    )
+    session.add(job)
+    session.flush()
+    record_job_created(session, job=job)
+    return job, True
+
+
+def _assigned_parties(session: Session, *, job_in: JobCreate) -> dict[str, Party]:
+    names = {a.party for a in job_in.assignments}
+    found = parties_by_name(session, names=names)
+    for i, a in enumerate(job_in.assignments):
+        party = found.get(a.party)
+        if party is None:
+            raise invalid(
+                "unknown_party", f"no party named {a.party!r}", ("body", "assignments", i, "party")
+            )
+        if party.disabled:
+            raise invalid(
+                "party_disabled",
+                f"party {a.party!r} is disabled",
+                ("body", "assignments", i, "party"),
+            )
+    return found
+
+
+def can_see_job(session: Session, *, job_id: str, caller: Caller) -> bool:
+    if caller.party is None:
+        return True
+    held = session.scalar(
+        select(func.count())
+        .select_from(RoleAssignment)
+        .where(RoleAssignment.job_id == job_id, RoleAssignment.party_id == caller.party.id)
+    )
+    return bool(held)
+
+
+def get_job(session: Session, *, job_id: str, caller: Caller) -> Job:
+    job = session.get(Job, job_id)
+    if job is None:
+        raise not_found("job", job_id)
+    if not can_see_job(session, job_id=job_id, caller=caller):
+        raise forbidden(f"{caller.name} holds no role in job {job_id}")
+    return job
+
+
+def list_jobs(
+    session: Session,
+    *,
+    caller: Caller,
+    status: JobStatus | None,
+    algorithm: str | None,
+    party: str | None,
+    sort: JobSort,
+    limit: int,
+    offset: int,
+) -> tuple[list[Job], int]:
+    query = select(Job)
+    if caller.party is not None:
+        query = query.where(Job.id.in_(_jobs_of_party(caller.party.id)))
+    if party is not None:
+        party_ids = select(Party.id).where(Party.name == party)
+        held = select(RoleAssignment.job_id).where(RoleAssignment.party_id.in_(party_ids))
+        query = query.where(Job.id.in_(held))
+    if status is not None:
+        query = query.where(Job.status == status.value)
+    if algorithm is not None:
+        query = query.where(Job.algorithm == algorithm)
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    column = {"created_at": Job.created_at, "name": Job.name, "priority": Job.priority}[
+        sort.lstrip("-")
+    ]
+    order = column.desc() if sort.startswith("-") else column.asc()
+    rows = session.scalars(query.order_by(order, Job.id).limit(limit).offset(offset)).all()
+    return list(rows), total
+
+
+def _jobs_of_party(party_id: str) -> Select[str]:
+    return select(RoleAssignment.job_id).where(RoleAssignment.party_id == party_id)
+
+
+def delete_job(session: Session, *, job: Job) -> None:
+    if JobStatus(job.status) not in JOB_TERMINAL:
+        raise conflict(
+            "job_not_terminal", f"job {job.id} is {job.status}; only finished jobs can be deleted"
+        )
+    session.execute(delete(Job).where(Job.id == job.id))
+    session.expunge(job)

@@ -1,0 +1,283 @@
+"""How jobs move: queueing, starting an attempt on placed tasks, task reports, cancel, retry.
+
+These are the functions a scheduler calls; each keeps job, attempt and tasks consistent.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from tessera_api.errors import conflict, invalid, not_found
+from tessera_api.models import Attempt, Checkpoint, Job, Party, Task, Worker
+from tessera_api.services.history import (
+    create_task_record,
+    move_attempt,
+    move_job,
+    move_task,
+    record_event,
+)
+from tessera_api.states import (
+    ATTEMPT_TERMINAL,
+    JOB_TERMINAL,
+    TASK_TERMINAL,
+    AttemptStatus,
+    JobStatus,
+    TaskStatus,
+)
+
+DEVICE = re.compile(r"^(cpu|cuda(:\d{1,3})?|mps)$")
+
+
+@dataclass(frozen=True)
+class RankDevice:
+    rank: int
+    device: str
+
+
+@dataclass(frozen=True)
+class Placement:
+    """The ranks one worker of one party hosts in an attempt, each with its device."""
+
+    party: str
+    worker_id: str
+    ranks: Sequence[RankDevice]
+
+
+def current_attempt(job: Job) -> Attempt:
+    assert job.attempts, "every job has at least one attempt"
+    return job.attempts[-1]
+
+
+def load_job(session: Session, *, job_id: str) -> Job:
+    job = session.get(Job, job_id)
+    if job is None:
+        raise not_found("job", job_id)
+    return job
+
+
+def queue_job(session: Session, *, job_id: str, reason: str = "waiting for placement") -> Job:
+    """pending → queued, with its current attempt."""
+    job = load_job(session, job_id=job_id)
+    move_job(session, job=job, to=JobStatus.queued, reason=reason)
+    move_attempt(session, attempt=current_attempt(job), to=AttemptStatus.queued)
+    session.flush()
+    return job
+
+
+def set_queued_reason(session: Session, *, job_id: str, reason: str) -> None:
+    """Say why a queued job is still waiting (e.g. ``waiting for a worker of party bob``)."""
+    job = load_job(session, job_id=job_id)
+    if JobStatus(job.status) is not JobStatus.queued:
+        raise conflict("illegal_transition", f"job {job_id} is {job.status}, not queued")
+    if job.status_reason != reason:
+        job.status_reason = reason
+        record_event(
+            session, job_id=job.id, kind="job.reason", data={"status": job.status, "reason": reason}
+        )
+        session.flush()
+
+
+def start_attempt(session: Session, *, job_id: str, placements: Sequence[Placement]) -> Attempt:
+    """Create one task per placement and move the queued job and its attempt to running."""
+    job = load_job(session, job_id=job_id)
+    if JobStatus(job.status) is not JobStatus.queued:
+        raise conflict("illegal_transition", f"job {job_id} is {job.status}; it cannot start")
+    attempt = current_attempt(job)
+    _check_placements(session, attempt=attempt, placements=placements)
+    for placement in placements:
+        party = session.scalars(select(Party).where(Party.name == placement.party)).one()
+        task = Task(
+            attempt_id=attempt.id,
+            party_id=party.id,
+            worker_id=placement.worker_id,
+            ranks=[{"rank": r.rank, "device": r.device} for r in placement.ranks],
+            status=TaskStatus.assigned.value,
+        )
+        attempt.tasks.append(task)
+        session.flush()
+        create_task_record(session, task=task, job_id=job.id)
+    move_attempt(session, attempt=attempt, to=AttemptStatus.running)
+    move_job(session, job=job, to=JobStatus.running, reason=f"attempt {attempt.number} started")
+    session.flush()
+    return attempt
+
+
+def _check_placements(
+    session: Session, *, attempt: Attempt, placements: Sequence[Placement]
+) -> None:
+    party_of_rank = {int(s["rank"]): str(s["party"]) for s in attempt.plan}
+    placed: set[int] = set()
+    workers: set[tuple[str, str]] = set()
+    for placement in placements:
+        worker = session.get(Worker, placement.worker_id)
+        if worker is None or worker.party.name != placement.party:
+            raise invalid(
+                "bad_placement",
+                f"worker {placement.worker_id} is not a worker of party {placement.party!r}",
+            )
+        if (placement.party, placement.worker_id) in workers:
+            raise invalid("bad_placement", f"worker {placement.worker_id} is placed twice")
+        workers.add((placement.party, placement.worker_id))
+        for r in placement.ranks:
+            if party_of_rank.get(r.rank) != placement.party or r.rank in placed:
+                raise invalid(
+                    "bad_placement", f"rank {r.rank} cannot be placed on party {placement.party!r}"
+                )
+            if not DEVICE.match(r.device):
+                raise invalid("bad_placement", f"unknown device {r.device!r} for rank {r.rank}")
+            placed.add(r.rank)
+    missing = sorted(set(party_of_rank) - placed)
+    if missing:
+        raise invalid("bad_placement", f"ranks {missing} are not placed")
+
+
+def report_task_status(
+    session: Session,
+    *,
+    task: Task,
+    status: TaskStatus,
+    reason: str | None,
+    exit_code: int | None,
+    rank: int | None,
+) -> Task:
+    """A worker's report about one task, with its consequences for the attempt and the job."""
+    attempt = task.attempt
+    job = load_job(session, job_id=attempt.job_id)
+    text = reason or (f"exit code {exit_code}" if exit_code is not None else status.value)
+    if not move_task(session, task=task, job_id=job.id, to=status, reason=text):
+        return task
+    if status in TASK_TERMINAL:
+        task.exit_code = exit_code
+        task.reason = reason
+    if status is TaskStatus.failed:
+        task.failed_rank = rank
+        _fail_attempt(session, job=job, attempt=attempt, task=task, code="task_failed", text=text)
+    elif status is TaskStatus.cancelled and _running(job, attempt):
+        _fail_attempt(
+            session,
+            job=job,
+            attempt=attempt,
+            task=task,
+            code="task_cancelled",
+            text=reason or "the task stopped before the job finished",
+        )
+    elif status is TaskStatus.succeeded and _all_succeeded(job, attempt):
+        move_attempt(session, attempt=attempt, to=AttemptStatus.succeeded)
+        move_job(session, job=job, to=JobStatus.succeeded, reason="every task succeeded")
+    _settle_cancel(session, job=job, attempt=attempt)
+    session.flush()
+    return task
+
+
+def _running(job: Job, attempt: Attempt) -> bool:
+    return job.status == JobStatus.running and attempt.status == AttemptStatus.running
+
+
+def _all_succeeded(job: Job, attempt: Attempt) -> bool:
+    return _running(job, attempt) and all(
+        TaskStatus(t.status) is TaskStatus.succeeded for t in attempt.tasks
+    )
+
+
+def _fail_attempt(
+    session: Session, *, job: Job, attempt: Attempt, task: Task, code: str, text: str
+) -> None:
+    if not _running(job, attempt):
+        return
+    ranks = [int(r["rank"]) for r in task.ranks]
+    where = f"rank {task.failed_rank}" if task.failed_rank is not None else _ranks_text(ranks)
+    why = f"party {task.party.name} {where}: {text}"
+    move_attempt(session, attempt=attempt, to=AttemptStatus.failed, reason=why, failure_code=code)
+    move_job(session, job=job, to=JobStatus.failed, reason=why)
+
+
+def _ranks_text(ranks: list[int]) -> str:
+    return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {', '.join(map(str, ranks))}"
+
+
+def _settle_cancel(session: Session, *, job: Job, attempt: Attempt) -> None:
+    """A cancelling job becomes cancelled once none of its tasks runs any more."""
+    if JobStatus(job.status) is not JobStatus.cancelling:
+        return
+    if any(TaskStatus(t.status) not in TASK_TERMINAL for t in attempt.tasks):
+        return
+    if AttemptStatus(attempt.status) not in ATTEMPT_TERMINAL:
+        move_attempt(session, attempt=attempt, to=AttemptStatus.cancelled, reason="cancelled")
+    move_job(session, job=job, to=JobStatus.cancelled, reason="every task stopped")
+
+
+def cancel_job(session: Session, *, job: Job) -> Job:
+    """pending/queued → cancelled; running → cancelling until its tasks stop (or at once)."""
+    attempt = current_attempt(job)
+    status = JobStatus(job.status)
+    if status is JobStatus.running:
+        live = [t for t in attempt.tasks if TaskStatus(t.status) not in TASK_TERMINAL]
+        if live:
+            move_job(session, job=job, to=JobStatus.cancelling, reason="cancel requested")
+            session.flush()
+            return job
+    move_job(session, job=job, to=JobStatus.cancelled, reason="cancelled")
+    if AttemptStatus(attempt.status) not in ATTEMPT_TERMINAL:
+        move_attempt(session, attempt=attempt, to=AttemptStatus.cancelled, reason="cancelled")
+    session.flush()
+    return job
+
+
+def retry_job(session: Session, *, job: Job, step: int | None) -> Attempt:
+    """A terminal job gets a fresh pending attempt, resuming from a checkpoint when there is one."""
+    if JobStatus(job.status) not in JOB_TERMINAL:
+        raise conflict(
+            "illegal_transition", f"job {job.id} is {job.status}; only finished jobs can be retried"
+        )
+    previous = current_attempt(job)
+    world_size = len(previous.plan)
+    resume = _resume_point(session, job_id=job.id, world_size=world_size, step=step)
+    attempt = Attempt(
+        number=previous.number + 1,
+        status=AttemptStatus.pending.value,
+        plan=list(previous.plan),
+        resume_step=resume[0] if resume else None,
+        resume_uri=resume[1] if resume else None,
+    )
+    job.attempts.append(attempt)
+    session.flush()
+    reason = f"retry from step {resume[0]}" if resume else "retry"
+    move_job(session, job=job, to=JobStatus.pending, reason=reason)
+    session.flush()
+    return attempt
+
+
+def _resume_point(
+    session: Session, *, job_id: str, world_size: int, step: int | None
+) -> tuple[int, str] | None:
+    complete = (
+        select(Checkpoint.step)
+        .where(Checkpoint.job_id == job_id)
+        .group_by(Checkpoint.step)
+        .having(func.count(func.distinct(Checkpoint.rank)) >= world_size)
+    )
+    if step is not None:
+        if session.scalar(complete.where(Checkpoint.step == step)) is None:
+            raise invalid(
+                "unknown_checkpoint",
+                f"no checkpoint of every rank at step {step}",
+                ("body", "step"),
+            )
+        chosen: int | None = step
+    else:
+        chosen = session.scalar(complete.order_by(Checkpoint.step.desc()).limit(1))
+    if chosen is None:
+        return None
+    uri = session.scalar(
+        select(Checkpoint.uri)
+        .where(Checkpoint.job_id == job_id, Checkpoint.step == chosen)
+        .order_by(Checkpoint.rank, Checkpoint.id.desc())
+        .limit(1)
+    )
+    assert uri is not None
+    return chosen, uri

@@ -1,0 +1,74 @@
+"""What a worker reads and writes about one task: launch description and rendezvous."""
+
+from __future__ import annotations
+
+from sqlalchemy.orm import Session
+
+from tessera_api.errors import conflict, forbidden, not_found
+from tessera_api.models import Job, Task
+from tessera_api.schemas import (
+    LaunchDescription,
+    RankDevicePublic,
+    Rendezvous,
+    RendezvousIn,
+    ResumePoint,
+)
+from tessera_api.security import Caller
+from tessera_api.states import AttemptStatus
+
+
+def get_task(session: Session, *, task_id: str, caller: Caller) -> Task:
+    """The task, if the caller is the admin or the party running it."""
+    task = session.get(Task, task_id)
+    if task is None:
+        raise not_found("task", task_id)
+    if not caller.is_admin and not caller.is_party(task.party_id):
+        raise forbidden(f"{caller.name} may not act for task {task_id}")
+    return task
+
+
+def task_of_job(session: Session, *, job_id: str, task_id: str, caller: Caller) -> Task:
+    task = get_task(session, task_id=task_id, caller=caller)
+    if task.attempt.job_id != job_id:
+        raise not_found("task", task_id)
+    return task
+
+
+def launch_description(session: Session, *, task: Task) -> LaunchDescription:
+    attempt = task.attempt
+    job = session.get(Job, attempt.job_id)
+    assert job is not None
+    devices = [str(r["device"]) for t in attempt.tasks for r in t.ranks]
+    all_cuda = bool(devices) and all(d.startswith("cuda") for d in devices)
+    rendezvous = None
+    if attempt.rendezvous_host is not None and attempt.rendezvous_port is not None:
+        rendezvous = Rendezvous(host=attempt.rendezvous_host, port=attempt.rendezvous_port)
+    resume = None
+    if attempt.resume_step is not None and attempt.resume_uri is not None:
+        resume = ResumePoint(step=attempt.resume_step, uri=attempt.resume_uri)
+    return LaunchDescription(
+        task_id=task.id,
+        job_id=job.id,
+        attempt=attempt.number,
+        algorithm=job.algorithm,
+        config=job.config,
+        plan=attempt.plan,
+        world_size=len(attempt.plan),
+        ranks=[RankDevicePublic.model_validate(r) for r in task.ranks],
+        backend="nccl" if all_cuda else "gloo",
+        rendezvous=rendezvous,
+        resume_from=resume,
+        status=task.status,
+    )
+
+
+def set_rendezvous(session: Session, *, task: Task, rendezvous: RendezvousIn) -> None:
+    """Only the task hosting rank 0 of a running attempt publishes where the world meets."""
+    if not any(int(r["rank"]) == 0 for r in task.ranks):
+        raise conflict("not_rank_zero", f"task {task.id} does not host rank 0")
+    attempt = task.attempt
+    if AttemptStatus(attempt.status) is not AttemptStatus.running:
+        raise conflict("attempt_not_running", f"attempt {attempt.number} is {attempt.status}")
+    attempt.rendezvous_host = rendezvous.host
+    attempt.rendezvous_port = rendezvous.port
+    session.flush()

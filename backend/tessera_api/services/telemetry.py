@@ -1,0 +1,139 @@
+"""Metric points, log lines and checkpoints reported by ranks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import insert, select
+from sqlalchemy.orm import Session
+
+from tessera_api.errors import invalid
+from tessera_api.models import Attempt, Checkpoint, LogLine, MetricPoint, Task, utcnow
+from tessera_api.schemas import CheckpointIn, LogLineIn, MetricPointIn
+from tessera_api.services.history import record_event
+
+
+def _hosted(task: Task) -> set[int]:
+    return {int(r["rank"]) for r in task.ranks}
+
+
+def _check_ranks(task: Task, ranks: Sequence[int], field: str) -> None:
+    hosted = _hosted(task)
+    for i, rank in enumerate(ranks):
+        if rank not in hosted:
+            raise invalid(
+                "rank_not_hosted",
+                f"task {task.id} does not host rank {rank}",
+                ("body", field, i, "rank"),
+            )
+
+
+def ingest_metrics(
+    session: Session, *, job_id: str, task: Task, points: Sequence[MetricPointIn]
+) -> None:
+    _check_ranks(task, [p.rank for p in points], "points")
+    if not points:
+        return
+    now = utcnow()
+    session.execute(
+        insert(MetricPoint),
+        [
+            {
+                "attempt_id": task.attempt_id,
+                "rank": p.rank,
+                "name": p.name,
+                "step": p.step,
+                "value": p.value,
+                "time": p.time or now,
+            }
+            for p in points
+        ],
+    )
+    last: dict[str, float] = {}
+    for p in sorted(points, key=lambda p: p.step):
+        last[p.name] = p.value
+    record_event(
+        session,
+        job_id=job_id,
+        kind="metrics",
+        data={
+            "attempt": task.attempt.number,
+            "count": len(points),
+            "names": sorted(last),
+            "first_step": min(p.step for p in points),
+            "last_step": max(p.step for p in points),
+            "last": last,
+        },
+    )
+    session.flush()
+
+
+def ingest_logs(session: Session, *, job_id: str, task: Task, lines: Sequence[LogLineIn]) -> None:
+    _check_ranks(task, [line.rank for line in lines], "lines")
+    if not lines:
+        return
+    now = utcnow()
+    session.execute(
+        insert(LogLine),
+        [
+            {
+                "job_id": job_id,
+                "task_id": task.id,
+                "rank": line.rank,
+                "level": line.level,
+                "message": line.message,
+                "time": line.time or now,
+            }
+            for line in lines
+        ],
+    )
+    session.flush()
+
+
+def read_logs(
+    session: Session, *, job_id: str, task_id: str | None, after: int, limit: int
+) -> list[LogLine]:
+    query = select(LogLine).where(LogLine.job_id == job_id, LogLine.id > after)
+    if task_id is not None:
+        query = query.where(LogLine.task_id == task_id)
+    return list(session.scalars(query.order_by(LogLine.id).limit(limit)).all())
+
+
+def record_checkpoint(
+    session: Session, *, job_id: str, task: Task, checkpoint: CheckpointIn
+) -> None:
+    if checkpoint.rank not in _hosted(task):
+        raise invalid(
+            "rank_not_hosted",
+            f"task {task.id} does not host rank {checkpoint.rank}",
+            ("body", "rank"),
+        )
+    session.add(
+        Checkpoint(
+            job_id=job_id,
+            attempt_id=task.attempt_id,
+            task_id=task.id,
+            rank=checkpoint.rank,
+            step=checkpoint.step,
+            uri=checkpoint.uri,
+            size=checkpoint.size,
+            sha256=checkpoint.sha256,
+        )
+    )
+    record_event(
+        session,
+        job_id=job_id,
+        kind="checkpoint",
+        data={"attempt": task.attempt.number, "rank": checkpoint.rank, "step": checkpoint.step},
+    )
+    session.flush()
+
+
+def list_checkpoints(session: Session, *, job_id: str) -> list[tuple[Checkpoint, int]]:
+    rows = session.execute(
+        select(Checkpoint, Attempt.number)
+        .join(Attempt, Checkpoint.attempt_id == Attempt.id)
+        .where(Checkpoint.job_id == job_id)
+        .order_by(Checkpoint.step, Checkpoint.rank, Checkpoint.id)
+    ).all()
+    return [(c, n) for c, n in rows]

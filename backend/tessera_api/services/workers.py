@@ -1,0 +1,91 @@
+"""Workers: registration, heartbeats and the stop list of the heartbeat reply."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from tessera_api.errors import forbidden, not_found
+from tessera_api.models import Attempt, Job, Party, Task, Worker, utcnow
+from tessera_api.schemas import Heartbeat, WorkerRegister
+from tessera_api.security import Caller
+from tessera_api.states import TASK_TERMINAL, AttemptStatus, JobStatus, TaskStatus
+
+
+def register_worker(session: Session, *, party: Party, worker_in: WorkerRegister) -> Worker:
+    """Create the worker, or update the one this party already has on that hostname."""
+    worker = session.scalars(
+        select(Worker).where(Worker.party_id == party.id, Worker.hostname == worker_in.hostname)
+    ).first()
+    if worker is None:
+        worker = Worker(party_id=party.id, hostname=worker_in.hostname)
+        session.add(worker)
+    worker.address = worker_in.address
+    worker.cpu_count = worker_in.cpu_count
+    worker.memory_bytes = worker_in.memory_bytes
+    worker.torch_version = worker_in.torch_version
+    worker.accelerators = [a.model_dump() for a in worker_in.accelerators]
+    worker.last_heartbeat = utcnow()
+    session.flush()
+    return worker
+
+
+def get_worker(session: Session, *, worker_id: str, caller: Caller) -> Worker:
+    worker = session.get(Worker, worker_id)
+    if worker is None:
+        raise not_found("worker", worker_id)
+    if not caller.is_admin and not caller.is_party(worker.party_id):
+        raise forbidden(f"{caller.name} may not act for worker {worker_id}")
+    return worker
+
+
+def is_online(worker: Worker, *, offline_after_s: float, now: datetime | None = None) -> bool:
+    age = (now or utcnow()) - worker.last_heartbeat
+    return age <= timedelta(seconds=offline_after_s)
+
+
+def list_workers(
+    session: Session, *, caller: Caller, party: str | None, limit: int, offset: int
+) -> tuple[list[Worker], int]:
+    query = select(Worker).join(Party, Worker.party_id == Party.id)
+    if caller.party is not None:
+        query = query.where(Worker.party_id == caller.party.id)
+    if party is not None:
+        query = query.where(Party.name == party)
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    rows = session.scalars(
+        query.order_by(Party.name, Worker.hostname).limit(limit).offset(offset)
+    ).all()
+    return list(rows), total
+
+
+def heartbeat(session: Session, *, worker: Worker, beat: Heartbeat) -> list[str]:
+    """Record the beat; the tasks this worker runs that must stop."""
+    now = utcnow()
+    worker.last_heartbeat = now
+    if beat.accelerators is not None:
+        worker.accelerators = [a.model_dump() for a in beat.accelerators]
+    stop: list[str] = []
+    for task_id in dict.fromkeys(beat.running_tasks):
+        task = session.get(Task, task_id)
+        if task is None or task.worker_id != worker.id or must_stop(session, task=task):
+            stop.append(task_id)
+        else:
+            task.last_heartbeat = now
+    session.flush()
+    return stop
+
+
+def must_stop(session: Session, *, task: Task) -> bool:
+    """A task stops once it is finished, its attempt is over, or its job is being cancelled."""
+    if TaskStatus(task.status) in TASK_TERMINAL:
+        return True
+    attempt = session.get(Attempt, task.attempt_id)
+    assert attempt is not None
+    if AttemptStatus(attempt.status) is not AttemptStatus.running:
+        return True
+    job = session.get(Job, attempt.job_id)
+    assert job is not None
+    return JobStatus(job.status) is JobStatus.cancelling

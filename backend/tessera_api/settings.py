@@ -1,0 +1,56 @@
+"""Configuration from ``TESSERA_*`` environment variables."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Self
+
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_ADMIN_TOKEN = "tessera-dev-admin-token"
+
+
+def default_home() -> Path:
+    """``~/.tessera`` when a home directory exists, else ``./.tessera``."""
+    home = Path("~").expanduser()
+    return home / ".tessera" if home.is_dir() else Path(".tessera").resolve()
+
+
+class Mode(StrEnum):
+    development = "development"
+    production = "production"
+
+
+class Settings(BaseSettings):
+    """Everything the control plane reads from its environment."""
+
+    model_config = SettingsConfigDict(env_prefix="TESSERA_", extra="ignore")
+
+    home: Path = Field(default_factory=default_home)
+    database_url: str = ""
+    admin_token: str = DEFAULT_ADMIN_TOKEN
+    mode: Mode = Mode.development
+    broker_url: str = "redis://127.0.0.1:6379/0"
+    worker_offline_after_s: float = Field(default=30.0, gt=0)
+    frontend_dist: Path | None = None
+
+    @model_validator(mode="after")
+    def _refuse_default_secret(self) -> Self:
+        weak = not self.admin_token or self.admin_token == DEFAULT_ADMIN_TOKEN
+        if self.mode is Mode.production and (weak or len(self.admin_token) < 16):
+            raise ValueError(
+                "TESSERA_ADMIN_TOKEN must be set to a secret of at least 16 characters "
+                "in production mode"
+            )
+        if not self.admin_token:
+            raise ValueError("TESSERA_ADMIN_TOKEN must not be empty")
+        return self
+
+    @property
+    def resolved_database_url(self) -> str:
+        """The configured URL, or a SQLite file under ``home``."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite:///{self.home / 'tessera.db'}"

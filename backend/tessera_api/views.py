@@ -1,0 +1,118 @@
+"""Database rows turned into the API's response shapes."""
+
+from __future__ import annotations
+
+from tessera_api.models import Attempt, Job, Party, Task, Worker
+from tessera_api.schemas import (
+    Accelerator,
+    AssignmentPublic,
+    AttemptPublic,
+    JobPublic,
+    JobSummary,
+    PartyPublic,
+    RankDevicePublic,
+    ResumePoint,
+    TaskPublic,
+    WorkerPublic,
+)
+
+
+def party_public(party: Party) -> PartyPublic:
+    return PartyPublic(
+        id=party.id,
+        name=party.name,
+        display_name=party.display_name,
+        description=party.description,
+        created_at=party.created_at,
+        disabled=party.disabled,
+    )
+
+
+def worker_public(worker: Worker, *, online: bool) -> WorkerPublic:
+    return WorkerPublic(
+        id=worker.id,
+        party=worker.party.name,
+        hostname=worker.hostname,
+        address=worker.address,
+        cpu_count=worker.cpu_count,
+        memory_bytes=worker.memory_bytes,
+        torch_version=worker.torch_version,
+        accelerators=[Accelerator.model_validate(a) for a in worker.accelerators],
+        registered_at=worker.registered_at,
+        last_heartbeat=worker.last_heartbeat,
+        online=online,
+    )
+
+
+def task_public(task: Task) -> TaskPublic:
+    return TaskPublic(
+        id=task.id,
+        party=task.party.name,
+        worker_id=task.worker_id,
+        ranks=[RankDevicePublic.model_validate(r) for r in task.ranks],
+        status=task.status,
+        reason=task.reason,
+        exit_code=task.exit_code,
+        failed_rank=task.failed_rank,
+        created_at=task.created_at,
+        started_at=task.started_at,
+        finished_at=task.finished_at,
+    )
+
+
+def attempt_public(attempt: Attempt) -> AttemptPublic:
+    resume = None
+    if attempt.resume_step is not None and attempt.resume_uri is not None:
+        resume = ResumePoint(step=attempt.resume_step, uri=attempt.resume_uri)
+    return AttemptPublic(
+        number=attempt.number,
+        status=attempt.status,
+        created_at=attempt.created_at,
+        started_at=attempt.started_at,
+        finished_at=attempt.finished_at,
+        failure_code=attempt.failure_code,
+        failure_reason=attempt.failure_reason,
+        resume_from=resume,
+        tasks=[task_public(t) for t in attempt.tasks],
+    )
+
+
+def job_summary(job: Job) -> JobSummary:
+    return JobSummary.model_validate(_summary_fields(job))
+
+
+def _summary_fields(job: Job) -> dict[str, object]:
+    return {
+        "id": job.id,
+        "name": job.name,
+        "algorithm": job.algorithm,
+        "status": job.status,
+        "status_reason": job.status_reason,
+        "priority": job.priority,
+        "created_at": job.created_at,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "creator": job.creator,
+        "parties": list(dict.fromkeys(a.party.name for a in job.assignments)),
+    }
+
+
+def job_public(job: Job) -> JobPublic:
+    return JobPublic.model_validate(
+        {
+            **_summary_fields(job),
+            "config": job.config,
+            "assignments": [
+                AssignmentPublic(
+                    party=a.party.name,
+                    role=a.role,
+                    processes=a.processes,
+                    dataset=a.dataset,
+                    capacity=a.capacity,
+                    options=a.options,
+                )
+                for a in job.assignments
+            ],
+            "attempts": [attempt_public(a) for a in job.attempts],
+        }
+    )
