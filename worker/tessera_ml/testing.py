@@ -4,6 +4,10 @@ Used by tests and benchmarks: ``run_world(fn, 4, arg)`` starts four processes, j
 ``torch.distributed`` world over a TCPStore on loopback, calls ``fn(comm, arg)`` on each and
 returns the per-rank results in rank order. A rank that raises fails the whole call with its
 traceback; every process is gone when the call returns.
+
+With a network testbed (``tessera_ml.netns``), ``run_world(fn, 4, hosts=[0, 0, 1, 1],
+testbed=testbed)`` places each rank in its host's namespace: ranks of one host talk over their
+own address, ranks of different hosts over the rate-limited links.
 """
 
 from __future__ import annotations
@@ -15,12 +19,15 @@ import socket
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch.multiprocessing as mp
 
 from tessera_ml.comm.base import Communicator
 from tessera_ml.report import MetricPoint
+
+if TYPE_CHECKING:
+    from tessera_ml.netns import Testbed
 
 
 class WorldError(RuntimeError):
@@ -43,7 +50,12 @@ def _rank_main(
     results: Any,
     threads: int,
     env: dict[str, str],
+    netns: str | None = None,
 ) -> None:
+    if netns is not None:
+        from tessera_ml.netns import enter_namespace
+
+        enter_namespace(netns)
     os.environ.update(env)
     import torch
     import torch.distributed as dist
@@ -76,20 +88,43 @@ def run_world(
     threads: int | Sequence[int] = 1,
     host: str = "127.0.0.1",
     env: dict[str, str] | None = None,
+    hosts: Sequence[int] | None = None,
+    testbed: Testbed | None = None,
 ) -> list[Any]:
     """Run ``fn(comm, *args)`` on ``world_size`` gloo ranks; return results by rank.
 
     ``fn`` and ``args`` must be picklable (a module-level function). ``threads`` sets
-    ``torch.set_num_threads`` per rank (one value, or one per rank).
+    ``torch.set_num_threads`` per rank (one value, or one per rank). With a started
+    ``testbed``, ``hosts[r]`` is the simulated host of rank ``r`` (default: one rank per host).
     """
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
     port = free_port(host)
     per_rank = [threads] * world_size if isinstance(threads, int) else list(threads)
+    namespaces: list[str | None] = [None] * world_size
+    envs = [env or {} for _ in range(world_size)]
+    if testbed is not None:
+        placement = _placement(world_size, hosts, testbed)
+        host = testbed.address(placement[0])
+        namespaces = [testbed.namespace(h) for h in placement]
+        envs = [{**e, "GLOO_SOCKET_IFNAME": _testbed_interface()} for e in envs]
+    elif hosts is not None:
+        raise ValueError("hosts place ranks on a testbed; pass testbed= as well")
     procs = [
         ctx.Process(
             target=_rank_main,
-            args=(r, world_size, host, port, fn, args, results, per_rank[r], env or {}),
+            args=(
+                r,
+                world_size,
+                host,
+                port,
+                fn,
+                args,
+                results,
+                per_rank[r],
+                envs[r],
+                namespaces[r],
+            ),
             daemon=True,
         )
         for r in range(world_size)
@@ -119,6 +154,28 @@ def run_world(
     if failures:
         raise WorldError("\n".join(failures))
     return [collected[r] for r in range(world_size)]
+
+
+def _placement(world_size: int, hosts: Sequence[int] | None, testbed: Testbed) -> list[int]:
+    placement = list(range(world_size)) if hosts is None else [int(h) for h in hosts]
+    if len(placement) != world_size:
+        raise ValueError(f"hosts names {len(placement)} ranks, the world has {world_size}")
+    bad = [h for h in placement if not 0 <= h < testbed.num_hosts]
+    if bad:
+        raise ValueError(f"hosts {bad} are not on a testbed of {testbed.num_hosts} hosts")
+    return placement
+
+
+def _testbed_interface() -> str:
+    from tessera_ml.netns import INTERFACE
+
+    return INTERFACE
+
+
+def hosts_by_party(plan: Sequence[Any]) -> list[int]:
+    """One simulated host per party, in order of first appearance in the rank plan."""
+    order: dict[str, int] = {}
+    return [order.setdefault(slot.party, len(order)) for slot in plan]
 
 
 @dataclass
@@ -191,11 +248,14 @@ def run_algorithm(
     resume_from: str | None = None,
     timeout_s: float = 240.0,
     threads: int | Sequence[int] = 1,
+    hosts: Sequence[int] | Literal["party"] | None = None,
+    testbed: Testbed | None = None,
 ) -> list[RankOutcome]:
     """Run a registered algorithm as the platform would, on a real local gloo world.
 
     Plans the ranks from ``assignments`` exactly like the control plane, gives each rank a
     ``RankContext`` with a ``MemoryReporter``, and returns every rank's outcome in rank order.
+    On a ``testbed``, ``hosts`` places ranks (``"party"``: one host per party).
     """
     from tessera_ml.registry import get_spec
     from tessera_ml.spec import Assignment
@@ -215,8 +275,18 @@ def run_algorithm(
         resume_from,
         timeout_s=timeout_s,
         threads=threads,
+        hosts=hosts_by_party(plan) if hosts == "party" else hosts,
+        testbed=testbed,
     )
     return outcomes
 
 
-__all__ = ["Communicator", "RankOutcome", "WorldError", "free_port", "run_algorithm", "run_world"]
+__all__ = [
+    "Communicator",
+    "RankOutcome",
+    "WorldError",
+    "free_port",
+    "hosts_by_party",
+    "run_algorithm",
+    "run_world",
+]

@@ -1,0 +1,40 @@
+"""Fixtures for the algorithm library's tests: the network testbed."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from tessera_ml.netns import Testbed, unavailable_reason
+
+MakeTestbed = Callable[..., Testbed]
+
+
+@pytest.fixture
+def make_testbed() -> Iterator[MakeTestbed]:
+    """``make_testbed(hosts=2, rate_mbit=100)``: a started testbed, removed after the test.
+
+    Skips the test, saying why, where network namespaces are not permitted.
+    """
+    reason = unavailable_reason()
+    if reason is not None:
+        pytest.skip(f"network testbed unavailable: {reason}")
+    made: list[Testbed] = []
+
+    def make(hosts: int = 2, **options: float) -> Testbed:
+        testbed = Testbed(hosts, **options)  # type: ignore[arg-type]
+        made.append(testbed)
+        return testbed.start()
+
+    try:
+        yield make
+    finally:
+        for testbed in made:
+            testbed.close()
+
+
+@pytest.fixture
+def testbed(make_testbed: MakeTestbed) -> Testbed:
+    """Two simulated hosts joined by 100 Mbit/s links."""
+    return make_testbed(2, rate_mbit=100.0)

@@ -1,0 +1,77 @@
+"""The network testbed: placement of ranks, shaped links, interface counters, cleanup."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+import torch
+
+from tessera_ml.comm.base import Communicator
+from tessera_ml.netns import NETNS_DIR, Testbed, own_link_bytes
+from tessera_ml.testing import WorldError, run_world
+from tests.ml.conftest import MakeTestbed
+
+pytestmark = pytest.mark.netns
+
+MB = 1 << 20
+
+
+def _transfers(comm: Communicator, peer_same_host: int, peer_other_host: int) -> dict[str, float]:
+    payload = torch.ones(MB // 4)  # 1 MiB of float32
+    before = own_link_bytes()
+    comm.barrier()
+    if comm.rank == 0:
+        comm.send(payload, peer_same_host)
+    elif comm.rank == peer_same_host:
+        comm.recv(torch.empty_like(payload), 0)
+    comm.barrier()
+    after_local = own_link_bytes()
+    start = time.perf_counter()
+    if comm.rank == 0:
+        comm.send(torch.cat([payload] * 2), peer_other_host)
+    elif comm.rank == peer_other_host:
+        comm.recv(torch.empty(2 * payload.numel()), 0)
+    comm.barrier()
+    return {
+        "local_sent": after_local.sent - before.sent,
+        "remote_sent": own_link_bytes().sent - after_local.sent,
+        "remote_s": time.perf_counter() - start,
+    }
+
+
+def test_ranks_of_one_host_skip_the_link_and_other_hosts_cross_it(
+    make_testbed: MakeTestbed,
+) -> None:
+    testbed = make_testbed(2, rate_mbit=16.0)
+    results = run_world(_transfers, 3, 1, 2, hosts=[0, 0, 1], testbed=testbed)
+    rank0 = results[0]
+    assert rank0["local_sent"] < 64 * 1024  # only barrier chatter, not the 1 MiB
+    assert rank0["remote_sent"] >= 2 * MB
+    # 2 MiB through a 16 Mbit/s bucket cannot take less than ~1 s (burst aside)
+    assert results[2]["remote_s"] > 0.8
+    links = testbed.link_bytes()
+    assert links[0].sent >= 2 * MB and links[1].received >= 2 * MB
+    assert testbed.inter_host_bytes() >= links[0].sent
+
+
+def _fail(comm: Communicator) -> None:
+    raise RuntimeError("boom")
+
+
+def test_testbed_cleans_up_after_a_failing_world() -> None:
+    testbed = Testbed(2, rate_mbit=100.0)
+    with pytest.raises(WorldError, match="boom"), testbed:
+        names = [testbed.router, *testbed.namespaces]
+        assert all((NETNS_DIR / n).exists() for n in names)
+        run_world(_fail, 2, hosts=[0, 1], testbed=testbed)
+    assert not any((NETNS_DIR / n).exists() for n in names)
+    assert not [n for n in os.listdir(NETNS_DIR) if n.startswith(f"tsr-{os.getpid()}-")]
+
+
+def test_hosts_must_fit_the_testbed(testbed: Testbed) -> None:
+    with pytest.raises(ValueError, match="not on a testbed of 2 hosts"):
+        run_world(_fail, 2, hosts=[0, 5], testbed=testbed)
+    with pytest.raises(ValueError, match="pass testbed"):
+        run_world(_fail, 2, hosts=[0, 1])
