@@ -93,9 +93,9 @@ def test_failed_rank_fails_the_task_naming_party_and_rank(tmp_path: Path) -> Non
     outcome = _run(launch, _settings(tmp_path), threading.Event(), free_port())
 
     assert outcome.status == "failed"
-    assert outcome.rank == 1 and outcome.exit_code == 1
+    assert (outcome.party, outcome.rank, outcome.exit_code) == ("bob", 1, 1)
     assert outcome.reason is not None
-    assert outcome.reason.startswith("party bob rank 1 exited with code 1")
+    assert outcome.reason.startswith("exited with code 1")
     assert "RuntimeError: boom at step 1" in outcome.reason
     assert pids_with(_ranks_of(task)) == []
 

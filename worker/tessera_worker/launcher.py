@@ -50,9 +50,12 @@ class LaunchSettings:
 
 @dataclass
 class Outcome:
+    """How a task ended; a failure's ``reason`` is what the rank said, without party or rank."""
+
     status: str
     reason: str | None = None
     rank: int | None = None
+    party: str | None = None
     exit_code: int | None = None
     last_lines: list[str] = field(default_factory=list)
 
@@ -150,11 +153,11 @@ def describe_exit(code: int) -> str:
 def failure(launch: TaskLaunch, failed: RunningRank) -> Outcome:
     code = failed.proc.returncode
     lines = procs.tail(failed.log)
-    party = launch.party_of(failed.rank)
-    head = f"party {party} rank {failed.rank} {describe_exit(code)}"
-    detail = "\n".join(lines[-8:])
+    head = describe_exit(code)
+    detail = "\n".join(lines[-8:])[-(MAX_REASON - len(head) - 2) :]
     reason = f"{head}: {detail}" if detail else head
-    return Outcome("failed", reason[:MAX_REASON], failed.rank, code, lines)
+    party = launch.party_of(failed.rank)
+    return Outcome("failed", reason, failed.rank, party, code, lines)
 
 
 def _any_failed(running: list[RunningRank]) -> bool:

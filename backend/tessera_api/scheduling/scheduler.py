@@ -1,0 +1,190 @@
+"""The real dispatcher: places queued jobs on online workers and sends their tasks.
+
+``submit`` queues a job and tries to place it at once; a background loop retries every queued
+job (so a job waiting for a party's worker starts when one comes online), fails the attempt of a
+running job whose worker went offline, and cancels tasks a cancelled job's offline worker never
+picked up. Messages are sent only after the transaction that created their tasks committed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from tessera_api.models import Attempt, Job, Party, Task, Worker
+from tessera_api.models import utcnow as _utcnow
+from tessera_api.scheduling.broker import TaskSender
+from tessera_api.scheduling.placement import Waiting, WorkerView, place
+from tessera_api.services.lifecycle import (
+    current_attempt,
+    queue_job,
+    report_task_status,
+    set_queued_reason,
+    start_attempt,
+)
+from tessera_api.states import TASK_TERMINAL, JobStatus, TaskStatus
+
+log = logging.getLogger("tessera.scheduler")
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    party: str
+    worker_id: str
+    job_id: str
+    attempt: int
+    task_id: str
+
+
+class Scheduler:
+    """A ``tessera_api.dispatch.Dispatcher`` that runs jobs on workers through Celery."""
+
+    def __init__(
+        self,
+        session_factory: Callable[[], Session],
+        sender: TaskSender,
+        *,
+        offline_after_s: float,
+        interval_s: float = 1.0,
+    ) -> None:
+        self._sessions = session_factory
+        self._sender = sender
+        self.offline_after_s = offline_after_s
+        self.interval_s = interval_s
+        self._lock = threading.RLock()
+        self._wake = threading.Event()
+        self._closed = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # -- Dispatcher ------------------------------------------------------------------------
+    def submit(self, session: Session, *, job_id: str) -> None:
+        with self._lock:
+            job = session.get(Job, job_id)
+            if job is None or JobStatus(job.status) is not JobStatus.pending:
+                return
+            queue_job(session, job_id=job_id)
+            outgoing = self._try_place(session, job)
+            session.commit()
+        self._send(outgoing)
+
+    def cancel(self, session: Session, *, job_id: str) -> None:
+        self._wake.set()
+
+    # -- the loop --------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._closed.is_set():
+            try:
+                self.tick()
+            except Exception:
+                log.exception("scheduler pass failed")
+            self._wake.wait(self.interval_s)
+            self._wake.clear()
+
+    def tick(self) -> None:
+        """One pass: place queued jobs, fail work lost with its worker, settle cancels."""
+        with self._lock, self._sessions() as session:
+            outgoing: list[Outgoing] = []
+            queued = session.scalars(
+                select(Job)
+                .where(Job.status == JobStatus.queued.value)
+                .order_by(Job.priority.desc(), Job.created_at)
+            ).all()
+            for job in queued:
+                outgoing += self._try_place(session, job)
+            self._fail_lost_tasks(session)
+            session.commit()
+        self._send(outgoing)
+
+    # -- internals -------------------------------------------------------------------------
+    def _online_workers(self, session: Session) -> list[WorkerView]:
+        since = _utcnow() - timedelta(seconds=self.offline_after_s)
+        rows = session.execute(
+            select(Worker, Party.name)
+            .join(Party, Worker.party_id == Party.id)
+            .where(Worker.last_heartbeat >= since, Party.disabled.is_(False))
+        ).all()
+        busy_ranks: dict[str, int] = defaultdict(int)
+        busy_gpus: dict[str, set[int]] = defaultdict(set)
+        for task in self._live_tasks(session):
+            for r in task.ranks:
+                busy_ranks[task.worker_id] += 1
+                device = str(r.get("device", "cpu"))
+                if device.startswith("cuda:"):
+                    busy_gpus[task.worker_id].add(int(device.split(":")[1]))
+        return [
+            WorkerView(
+                id=w.id,
+                party=name,
+                cpu_count=w.cpu_count,
+                accelerators=list(w.accelerators or []),
+                busy_ranks=busy_ranks[w.id],
+                busy_gpus=frozenset(busy_gpus[w.id]),
+            )
+            for w, name in rows
+        ]
+
+    def _live_tasks(self, session: Session) -> list[Task]:
+        live = [s.value for s in TaskStatus if s not in TASK_TERMINAL]
+        return list(session.scalars(select(Task).where(Task.status.in_(live))).all())
+
+    def _try_place(self, session: Session, job: Job) -> list[Outgoing]:
+        attempt = current_attempt(job)
+        result = place(attempt.plan, self._online_workers(session))
+        if isinstance(result, Waiting):
+            set_queued_reason(session, job_id=job.id, reason=result.reason)
+            return []
+        started = start_attempt(session, job_id=job.id, placements=result)
+        session.flush()
+        return [
+            Outgoing(t.party.name, t.worker_id, job.id, started.number, t.id) for t in started.tasks
+        ]
+
+    def _fail_lost_tasks(self, session: Session) -> None:
+        since = _utcnow() - timedelta(seconds=self.offline_after_s)
+        for task in self._live_tasks(session):
+            worker = session.get(Worker, task.worker_id)
+            if worker is None or worker.last_heartbeat >= since:
+                continue
+            attempt = session.get(Attempt, task.attempt_id)
+            assert attempt is not None
+            job = session.get(Job, attempt.job_id)
+            assert job is not None
+            stopping = JobStatus(job.status) is JobStatus.cancelling
+            report_task_status(
+                session,
+                task=task,
+                status=TaskStatus.cancelled if stopping else TaskStatus.failed,
+                reason=f"worker {worker.hostname} went offline",
+                exit_code=None,
+                rank=None,
+            )
+
+    def _send(self, outgoing: list[Outgoing]) -> None:
+        for o in outgoing:
+            try:
+                self._sender.send(
+                    party=o.party,
+                    worker_id=o.worker_id,
+                    job_id=o.job_id,
+                    attempt=o.attempt,
+                    task_id=o.task_id,
+                )
+            except Exception:
+                log.exception("could not send task %s to party %s", o.task_id, o.party)

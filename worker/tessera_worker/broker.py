@@ -1,0 +1,39 @@
+"""Celery settings shared by every worker, for Redis or the embedded filesystem broker.
+
+``filesystem://`` (no path) names the zero-setup broker: message files under
+``$TESSERA_HOME/broker``, which the control plane on the same machine writes to. The control
+plane's ``tessera_api.scheduling.broker`` reads the same convention.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+EMBEDDED = "filesystem://"
+
+
+def celery_settings(broker_url: str, home: Path) -> dict[str, Any]:
+    settings: dict[str, Any] = {
+        "broker_url": broker_url,
+        "broker_connection_retry_on_startup": True,
+        "task_acks_late": True,
+        "task_reject_on_worker_lost": True,
+        "task_ignore_result": True,
+        "worker_prefetch_multiplier": 1,
+        "worker_hijack_root_logger": False,
+        "task_serializer": "json",
+        "accept_content": ["json"],
+    }
+    if broker_url.startswith(("redis://", "rediss://")):
+        # a task runs as long as its training: never hand its message to another worker meanwhile
+        settings["broker_transport_options"] = {"visibility_timeout": 30 * 24 * 3600}
+    if broker_url == EMBEDDED:
+        folder = home / "broker"
+        (folder / "queue").mkdir(parents=True, exist_ok=True)
+        settings["broker_transport_options"] = {
+            "data_folder_in": str(folder / "queue"),
+            "data_folder_out": str(folder / "queue"),
+            "store_processed": False,
+        }
+    return settings

@@ -1,0 +1,170 @@
+"""``tessera worker``: run one party's worker on this machine."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import socket
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+import httpx
+
+from tessera_worker import hardware
+from tessera_worker.agent import Agent
+from tessera_worker.broker import EMBEDDED, celery_settings
+from tessera_worker.client import ApiError, ControlPlane
+from tessera_worker.launcher import LaunchSettings
+from tessera_worker.runtime import Runtime
+
+SLUG = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+
+
+class UsageError(Exception):
+    """Bad input on the command line; the message is shown as is."""
+
+
+def parser() -> argparse.ArgumentParser:
+    env = os.environ.get
+    p = argparse.ArgumentParser(
+        prog="tessera worker",
+        description="Run one party's worker: consume the party's queue and launch its ranks.",
+    )
+    p.add_argument("--party", default=env("TESSERA_PARTY"), help="party slug (TESSERA_PARTY)")
+    p.add_argument(
+        "--api",
+        default=env("TESSERA_API_URL", "http://127.0.0.1:8000"),
+        help="control plane URL (TESSERA_API_URL)",
+    )
+    p.add_argument(
+        "--token", default=env("TESSERA_PARTY_TOKEN"), help="party token (TESSERA_PARTY_TOKEN)"
+    )
+    p.add_argument(
+        "--broker",
+        default=env("TESSERA_BROKER_URL", EMBEDDED),
+        help="broker URL, e.g. redis://host:6379/0 (TESSERA_BROKER_URL; default: embedded)",
+    )
+    p.add_argument("--home", default=env("TESSERA_HOME"), help="data directory (TESSERA_HOME)")
+    p.add_argument(
+        "--address",
+        default=env("TESSERA_WORKER_ADDRESS"),
+        help="address other parties' ranks reach this machine at (default: the route to the API)",
+    )
+    p.add_argument("--hostname", default=socket.gethostname(), help="name of this worker")
+    p.add_argument("--concurrency", type=int, default=2, help="tasks run at the same time")
+    p.add_argument("--heartbeat", type=float, default=2.0, help="seconds between heartbeats")
+    p.add_argument("--rendezvous-timeout", type=float, default=120.0, help="seconds")
+    p.add_argument("--collective-timeout", type=float, default=300.0, help="seconds")
+    return p
+
+
+def default_home() -> Path:
+    home = Path("~").expanduser()
+    return home / ".tessera" if home.is_dir() else Path(".tessera").resolve()
+
+
+def route_address(api_url: str) -> str:
+    """The local address of the interface that reaches the control plane."""
+    host = urlparse(api_url).hostname or "127.0.0.1"
+    if host in {"localhost", "127.0.0.1", "::1"}:
+        return "127.0.0.1"
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect((host, 9))
+            return str(s.getsockname()[0])
+    except OSError:
+        return socket.gethostbyname(socket.gethostname())
+
+
+def check(args: argparse.Namespace) -> None:
+    if not args.party:
+        raise UsageError("--party is required (or set TESSERA_PARTY)")
+    if not SLUG.match(args.party):
+        raise UsageError(f"{args.party!r} is not a party slug (lowercase letters, digits, '-')")
+    if not args.token:
+        raise UsageError("--token is required (or set TESSERA_PARTY_TOKEN)")
+    if urlparse(args.api).scheme not in {"http", "https"}:
+        raise UsageError(f"--api must be an http(s) URL, got {args.api!r}")
+    if args.concurrency < 1 or args.heartbeat <= 0:
+        raise UsageError("--concurrency must be at least 1 and --heartbeat positive")
+
+
+def register(agent: Agent, api_url: str, wait_s: float = 60.0) -> str:
+    """Register, waiting for a control plane that is still starting."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            return agent.register()
+        except ApiError as exc:
+            if exc.status in {401, 403}:
+                raise UsageError(f"the control plane rejected the token: {exc.detail}") from exc
+            if not exc.retryable or time.monotonic() > deadline:
+                raise UsageError(f"could not register at {api_url}: {exc}") from exc
+        except httpx.HTTPError as exc:
+            if time.monotonic() > deadline:
+                raise UsageError(f"cannot reach the control plane at {api_url}: {exc}") from exc
+        time.sleep(1.0)
+
+
+def build_runtime(args: argparse.Namespace) -> Runtime:
+    home = Path(args.home).expanduser() if args.home else default_home()
+    address = args.address or route_address(args.api)
+    api = ControlPlane(args.api, args.token)
+    agent = Agent(
+        api,
+        describe=lambda: hardware.describe(args.hostname, address),
+        accelerators=hardware.accelerators,
+        heartbeat_s=args.heartbeat,
+    )
+    settings = LaunchSettings(
+        home=home,
+        api_url=args.api,
+        token=args.token,
+        rendezvous_timeout_s=args.rendezvous_timeout,
+        collective_timeout_s=args.collective_timeout,
+    )
+    return Runtime(party=args.party, api=api, agent=agent, launch=settings, address=address)
+
+
+def serve(runtime: Runtime, args: argparse.Namespace) -> int:
+    from tessera_worker.celery_app import app, queues_of, serve
+
+    app.conf.update(celery_settings(args.broker, runtime.launch.home))
+    serve(runtime)
+    runtime.agent.start()
+    try:
+        worker = app.Worker(
+            hostname=f"{args.party}@{args.hostname}",
+            queues=queues_of(args.party, str(runtime.agent.worker_id)),
+            pool="threads",
+            concurrency=args.concurrency,
+            loglevel="INFO",
+            without_mingle=True,
+            without_gossip=True,
+            without_heartbeat=True,
+            quiet=True,
+        )
+        worker.start()
+        return int(worker.exitcode or 0)
+    finally:
+        runtime.agent.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        check(args)
+        runtime = build_runtime(args)
+        worker_id = register(runtime.agent, args.api)
+    except UsageError as exc:
+        print(f"tessera worker: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"tessera worker: party {args.party} registered as worker {worker_id}; "
+        f"consuming party.{args.party}.{worker_id} at {args.broker}",
+        flush=True,
+    )
+    return serve(runtime, args)

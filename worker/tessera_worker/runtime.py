@@ -1,0 +1,142 @@
+"""What a worker does with one task id: fetch, rendezvous, launch, report. Idempotent.
+
+A task that is already finished is skipped; one that was already started by a worker that died
+meanwhile (the broker redelivers it) is failed, because its ranks died with that worker.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import httpx
+
+from tessera_ml.registry import get_spec
+from tessera_worker.agent import Agent
+from tessera_worker.client import ApiError, ControlPlane
+from tessera_worker.launch import TERMINAL, Rendezvous, TaskLaunch
+from tessera_worker.launcher import LaunchSettings, Outcome, launch_ranks
+
+
+class TaskAbort(Exception):
+    """The task cannot run; ``reason`` says why."""
+
+
+@dataclass
+class Runtime:
+    """Everything a worker needs to run tasks of its party."""
+
+    party: str
+    api: ControlPlane
+    agent: Agent
+    launch: LaunchSettings
+    address: str
+    rendezvous_poll_s: float = 0.5
+
+    def execute(self, task_id: str) -> str:
+        """Run one task to its end; returns the status reported (or ``skipped``)."""
+        if task_id in self.agent.running():
+            return "skipped"
+        try:
+            launch = TaskLaunch.model_validate(self.api.task(task_id))
+        except ApiError as exc:
+            if exc.status == 404:
+                return "skipped"
+            raise
+        if launch.status in TERMINAL:
+            return "skipped"
+        if launch.status in {"starting", "running"}:
+            self._report(task_id, Outcome("failed", "the worker restarted while running the task"))
+            return "failed"
+        with self.agent.track(task_id) as stop:
+            outcome = self._run(launch, stop)
+        self._report(task_id, outcome)
+        return outcome.status
+
+    def _run(self, launch: TaskLaunch, stop: threading.Event) -> Outcome:
+        try:
+            self.api.post_status(launch.task_id, "starting")
+            entry_point = self._entry_point(launch.algorithm)
+            rendezvous = self._rendezvous(launch, stop)
+            if rendezvous is None:
+                return Outcome("cancelled", "stopped before the world met")
+            return launch_ranks(
+                launch,
+                rendezvous,
+                self.launch,
+                stop,
+                entry_point=entry_point,
+                on_started=lambda _: self.api.post_status(launch.task_id, "running"),
+            )
+        except TaskAbort as exc:
+            return Outcome("failed", str(exc))
+        except ApiError as exc:
+            if exc.status == 409:
+                return Outcome("cancelled", f"the control plane no longer runs the task: {exc}")
+            return Outcome("failed", f"the control plane refused the task: {exc}")
+        except httpx.HTTPError as exc:
+            return Outcome("failed", f"worker lost the control plane: {exc}")
+        except Exception as exc:
+            detail = traceback.format_exc(limit=3)
+            return Outcome("failed", f"worker error: {exc!r}\n{detail}"[:2000])
+
+    def _entry_point(self, algorithm: str) -> str:
+        spec = get_spec(algorithm)
+        if spec is None:
+            raise TaskAbort(f"this worker has no algorithm {algorithm!r}")
+        return spec.entry_point
+
+    def _rendezvous(self, launch: TaskLaunch, stop: threading.Event) -> Rendezvous | None:
+        if launch.hosts_rank_zero:
+            point = Rendezvous(host=self.address, port=free_port())
+            self.api.post_rendezvous(launch.task_id, point.host, point.port)
+            return point
+        deadline = time.monotonic() + self.launch.rendezvous_timeout_s
+        while not stop.is_set():
+            current = TaskLaunch.model_validate(self.api.task(launch.task_id))
+            if current.rendezvous is not None:
+                return current.rendezvous
+            if time.monotonic() > deadline:
+                raise TaskAbort(
+                    f"rank 0 published no rendezvous within {self.launch.rendezvous_timeout_s:g} s"
+                )
+            stop.wait(self.rendezvous_poll_s)
+        return None
+
+    def _report(self, task_id: str, outcome: Outcome) -> None:
+        job_lines = [
+            {"rank": outcome.rank, "level": "error", "message": line, "time": _now()}
+            for line in outcome.last_lines
+        ]
+        for attempt in range(20):
+            try:
+                if job_lines:
+                    launch = TaskLaunch.model_validate(self.api.task(task_id))
+                    self.api.post_logs(launch.job_id, task_id, job_lines)
+                    job_lines = []
+                self.api.post_status(
+                    task_id,
+                    outcome.status,
+                    reason=outcome.reason,
+                    exit_code=outcome.exit_code,
+                    rank=outcome.rank,
+                )
+                return
+            except (ApiError, httpx.HTTPError) as exc:
+                if isinstance(exc, ApiError) and not exc.retryable:
+                    return
+                time.sleep(min(5.0, 0.5 * (attempt + 1)))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+def _now() -> str:
+    return datetime.now(UTC).isoformat()
