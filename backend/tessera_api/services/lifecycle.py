@@ -215,6 +215,8 @@ def cancel_job(session: Session, *, job: Job) -> Job:
     """pending/queued → cancelled; running → cancelling until its tasks stop (or at once)."""
     attempt = current_attempt(job)
     status = JobStatus(job.status)
+    if status is JobStatus.cancelling:
+        raise conflict("illegal_transition", f"job {job.id} is cancelling already")
     if status is JobStatus.running:
         live = [t for t in attempt.tasks if TaskStatus(t.status) not in TASK_TERMINAL]
         if live:

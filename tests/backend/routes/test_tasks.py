@@ -1,0 +1,127 @@
+"""The worker protocol: launch description, rendezvous, task status and its consequences."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from tests.backend.factories import API, get_job, report, running_job
+
+
+def heartbeat(
+    client: TestClient, party_auth: dict[str, str], worker: str, tasks: list[str]
+) -> list[str]:
+    response = client.post(
+        f"{API}/workers/{worker}/heartbeat", json={"running_tasks": tasks}, headers=party_auth
+    )
+    assert response.status_code == 200, response.text
+    stop: list[str] = response.json()["stop_tasks"]
+    return stop
+
+
+def test_launch_description_and_rendezvous(client: TestClient) -> None:
+    job = running_job(client)
+    launch = client.get(f"{API}/tasks/{job.bob_task}", headers=job.bob.auth).json()
+    assert launch["job_id"] == job.id and launch["attempt"] == 1
+    assert launch["world_size"] == 2 and launch["backend"] == "gloo"
+    assert launch["ranks"] == [{"rank": 1, "device": "cpu"}]
+    assert [s["party"] for s in launch["plan"]] == [job.alice.name, job.bob.name]
+    assert launch["rendezvous"] is None and launch["resume_from"] is None
+    not_zero = client.post(
+        f"{API}/tasks/{job.bob_task}/rendezvous",
+        json={"host": "h", "port": 1},
+        headers=job.bob.auth,
+    )
+    assert not_zero.status_code == 409 and not_zero.json()["code"] == "not_rank_zero"
+    posted = client.post(
+        f"{API}/tasks/{job.alice_task}/rendezvous",
+        json={"host": "10.0.0.5", "port": 29500},
+        headers=job.alice.auth,
+    )
+    assert posted.status_code == 204
+    launch = client.get(f"{API}/tasks/{job.bob_task}", headers=job.bob.auth).json()
+    assert launch["rendezvous"] == {"host": "10.0.0.5", "port": 29500}
+
+
+def test_a_party_reports_only_for_its_own_tasks(client: TestClient) -> None:
+    job = running_job(client)
+    response = client.post(
+        f"{API}/tasks/{job.bob_task}/status", json={"status": "running"}, headers=job.alice.auth
+    )
+    assert response.status_code == 403
+    assert client.get(f"{API}/tasks/{job.bob_task}", headers=job.alice.auth).status_code == 403
+
+
+def test_all_tasks_succeeding_succeeds_the_job(client: TestClient) -> None:
+    job = running_job(client)
+    report(client, job.alice, job.alice_task, status="running")
+    report(client, job.alice, job.alice_task, status="succeeded", exit_code=0)
+    assert get_job(client, job.id)["status"] == "running"
+    report(client, job.bob, job.bob_task, status="succeeded", exit_code=0)
+    state = get_job(client, job.id)
+    assert state["status"] == "succeeded" and state["finished_at"] is not None
+    assert state["attempts"][0]["status"] == "succeeded"
+
+
+def test_a_failed_task_fails_the_job_naming_party_rank_and_error(client: TestClient) -> None:
+    job = running_job(client)
+    report(client, job.bob, job.bob_task, status="running")
+    report(
+        client,
+        job.bob,
+        job.bob_task,
+        status="failed",
+        reason="CUDA out of memory",
+        rank=1,
+        exit_code=1,
+    )
+    state = get_job(client, job.id)
+    assert state["status"] == "failed"
+    assert state["status_reason"] == f"party {job.bob.name} rank 1: CUDA out of memory"
+    attempt = state["attempts"][0]
+    assert attempt["status"] == "failed" and attempt["failure_code"] == "task_failed"
+    assert attempt["failure_reason"] == state["status_reason"]
+    assert heartbeat(client, job.alice.auth, job.alice_worker, [job.alice_task]) == [job.alice_task]
+    report(client, job.alice, job.alice_task, status="cancelled")
+    assert get_job(client, job.id)["status"] == "failed"
+
+
+def test_cancelling_waits_for_the_tasks_to_stop(client: TestClient) -> None:
+    job = running_job(client)
+    assert heartbeat(client, job.alice.auth, job.alice_worker, [job.alice_task]) == []
+    response = client.post(f"{API}/jobs/{job.id}/cancel", headers=job.alice.auth)
+    assert response.json()["status"] == "cancelling"
+    assert heartbeat(client, job.alice.auth, job.alice_worker, [job.alice_task]) == [job.alice_task]
+    assert heartbeat(client, job.bob.auth, job.bob_worker, [job.bob_task]) == [job.bob_task]
+    report(client, job.alice, job.alice_task, status="cancelled")
+    assert get_job(client, job.id)["status"] == "cancelling"
+    report(client, job.bob, job.bob_task, status="failed", reason="killed")
+    state = get_job(client, job.id)
+    assert state["status"] == "cancelled"
+    assert state["attempts"][0]["status"] == "cancelled"
+
+
+def test_a_task_stopping_on_its_own_fails_the_job(client: TestClient) -> None:
+    job = running_job(client)
+    report(client, job.alice, job.alice_task, status="cancelled", reason="worker shut down")
+    state = get_job(client, job.id)
+    assert state["status"] == "failed"
+    assert state["attempts"][0]["failure_code"] == "task_cancelled"
+    assert "worker shut down" in state["status_reason"]
+
+
+def test_terminal_tasks_cannot_move_again(client: TestClient) -> None:
+    job = running_job(client)
+    report(client, job.alice, job.alice_task, status="succeeded")
+    again = report(client, job.alice, job.alice_task, status="succeeded")
+    assert again["status"] == "succeeded"
+    response = client.post(
+        f"{API}/tasks/{job.alice_task}/status", json={"status": "running"}, headers=job.alice.auth
+    )
+    assert response.status_code == 409
+    assert "succeeded" in response.json()["detail"]
+
+
+def test_heartbeat_stops_unknown_and_foreign_tasks(client: TestClient) -> None:
+    job = running_job(client)
+    stop = heartbeat(client, job.alice.auth, job.alice_worker, ["nope", job.bob_task])
+    assert stop == ["nope", job.bob_task]
