@@ -1,0 +1,1 @@
+"""Hierarchical sharded gradient synchronisation with capacity-proportional slices."""

@@ -1,0 +1,119 @@
+"""Job metadata of ``hier_sync``: the ``node`` role, the configuration and the plan checks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field
+
+from tessera_ml.algorithms.hier_sync.slicing import SlicingMode
+from tessera_ml.algorithms.hier_sync.topology import ROLE, TopologyError, topology_from_plan
+from tessera_ml.spec import (
+    AlgorithmConfig,
+    AlgorithmSpec,
+    Assignment,
+    PlanError,
+    RankSlot,
+    RoleSpec,
+)
+
+
+class HierSyncConfig(AlgorithmConfig):
+    """Training and synchronisation settings of a ``hier_sync`` job."""
+
+    steps: int = Field(default=100, ge=1, description="Training steps")
+    batch_size: int = Field(default=32, ge=1, description="Samples per device per step")
+    dataset: str = Field(
+        default="digits",
+        description="Used when an assignment names no dataset: 'digits', 'breast_cancer', "
+        "'wine' or 'synthetic:<features>:<classes>' (generated)",
+    )
+    hidden: list[int] = Field(
+        default_factory=lambda: [64], description="Hidden layer widths of the MLP"
+    )
+    optimizer: Literal["sgd", "adam"] = Field(
+        default="sgd", description="SGD with momentum, or Adam; state is kept per slice"
+    )
+    lr: float = Field(default=0.05, gt=0, description="Learning rate")
+    momentum: float = Field(default=0.9, ge=0, lt=1, description="SGD momentum")
+    slicing: SlicingMode = Field(
+        default="equal",
+        description="How slices are sized: equally, by each device's free memory, or by "
+        "free memory and compute",
+    )
+    capacities: list[float] | None = Field(
+        default=None,
+        description="Override: relative capacity per device number (one per device of a "
+        "node); replaces the measured figures",
+    )
+    bucket_bytes: int = Field(
+        default=4 << 20, ge=1024, description="Gradient bytes per communication bucket"
+    )
+    align_elements: int = Field(
+        default=16, ge=1, description="Slice boundaries fall on multiples of this many elements"
+    )
+    overlap: bool = Field(
+        default=True, description="Synchronise buckets while the backward pass still runs"
+    )
+    checkpoint_every: int = Field(
+        default=0, ge=0, description="Save each device's slice every N steps (0: never)"
+    )
+
+
+@dataclass(frozen=True)
+class HierSyncSpec(AlgorithmSpec):
+    def check(
+        self, assignments: Sequence[Assignment], config: AlgorithmConfig, slots: list[RankSlot]
+    ) -> None:
+        assert isinstance(config, HierSyncConfig)
+        try:
+            topology = topology_from_plan(slots)
+        except TopologyError as exc:
+            loc: tuple[str | int, ...] = ("assignments",)
+            if exc.assignment_index is not None:
+                loc = ("assignments", exc.assignment_index)
+            raise PlanError(exc.code, exc.reason, loc) from exc
+        k = topology.devices_per_node
+        if config.capacities is not None:
+            if len(config.capacities) != k:
+                raise PlanError(
+                    "capacities_length",
+                    f"capacities has {len(config.capacities)} entries for {k} devices per node",
+                    ("config", "capacities"),
+                )
+            if any(c <= 0 for c in config.capacities):
+                raise PlanError(
+                    "capacities_value", "capacities must be positive", ("config", "capacities")
+                )
+
+
+SPEC = HierSyncSpec(
+    name="hier_sync",
+    title="Hierarchical sharded gradient synchronisation",
+    summary="Nodes of k devices: intra-node reduce-scatter into capacity-proportional slices, "
+    "inter-node all-reduce of each slice among same-number devices, sharded optimizer, "
+    "intra-node all-gather of the updated parameters.",
+    roles=(
+        RoleSpec(
+            name=ROLE,
+            min=1,
+            description="A party's nodes of equally many devices (option devices_per_node)",
+        ),
+    ),
+    config_model=HierSyncConfig,
+    entry_point="tessera_ml.algorithms.hier_sync.train:run",
+    metrics=(
+        "loss",
+        "step_time_s",
+        "throughput",
+        "bytes_sent",
+        "bytes_received",
+        "bytes_sent.group.intra_node",
+        "bytes_sent.group.inter_node",
+        "state_bytes",
+        "slice_fraction",
+        "progress",
+    ),
+)

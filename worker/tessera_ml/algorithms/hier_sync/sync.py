@@ -1,0 +1,201 @@
+"""One device's side of the hierarchical synchronisation, bucket by bucket.
+
+Per step (``begin_step`` .. backward .. ``finish_gradients`` .. ``apply``):
+
+1. as each bucket's gradients are ready, an *intra* thread reduce-scatters the bucket among
+   the node's devices (piece ``d`` of the bucket ends summed at device ``d``), and hands it to
+2. an *inter* thread, which all-reduces that piece with the devices of the same number in the
+   other nodes and divides by the world size: the device now holds the global mean gradient
+   of its slice only;
+3. the optimizer, built over the device's pieces only, updates the slice's parameters (its
+   state exists only for the slice);
+4. the node's devices all-gather the updated pieces, rebuilding the full parameters.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+from tessera_ml.algorithms.hier_sync import ring
+from tessera_ml.algorithms.hier_sync.flat import FlatParams
+from tessera_ml.algorithms.hier_sync.slicing import piece_bounds
+from tessera_ml.algorithms.hier_sync.topology import Topology
+from tessera_ml.comm.base import Communicator
+
+OptimizerFactory = Callable[[list[torch.Tensor]], torch.optim.Optimizer]
+
+
+class HierSync:
+    def __init__(
+        self,
+        comm: Communicator,
+        topology: Topology,
+        flat: FlatParams,
+        fractions: Sequence[float],
+        make_optimizer: OptimizerFactory,
+        *,
+        align: int = 16,
+        overlap: bool = True,
+    ) -> None:
+        self.comm = comm
+        self.flat = flat
+        self.node = topology.node_ranks(comm.rank)
+        self.peers = topology.peer_ranks(comm.rank)
+        self.number = topology.locate(comm.rank)[1]
+        self.world_size = topology.world_size
+        self.align = align
+        self.bounds = [piece_bounds(s, e, fractions, align) for s, e in flat.buckets]
+        self.pieces = [(b[self.number], b[self.number + 1]) for b in self.bounds]
+        self.views: list[torch.Tensor] = []
+        for start, end in self.pieces:
+            view = flat.param.detach()[start:end]
+            view.grad = flat.grad[start:end]
+            self.views.append(view)
+        self.optimizer = make_optimizer([v for v in self.views if v.numel()])
+        self.overlap = overlap
+        self._ready = [threading.Event() for _ in flat.buckets]
+        self._done = [threading.Event() for _ in flat.buckets]
+        self._errors: list[BaseException] = []
+        self._watch = flat.watch(self._ready_bucket)
+        self._threads: list[threading.Thread] = []
+        self._intra: queue.Queue[int | None] = queue.Queue()
+        self._inter: queue.Queue[int | None] = queue.Queue()
+        if overlap:
+            self._threads = [
+                threading.Thread(target=self._guard, args=(self._intra_loop,), daemon=True),
+                threading.Thread(target=self._guard, args=(self._inter_loop,), daemon=True),
+            ]
+            for thread in self._threads:
+                thread.start()
+
+    # sizes -------------------------------------------------------------------------------
+
+    @property
+    def slice_numel(self) -> int:
+        return sum(end - start for start, end in self.pieces)
+
+    def slice_fractions(self) -> list[float]:
+        """Achieved share of the model held by each device number (after alignment)."""
+        sizes = [0] * len(self.node)
+        for bounds in self.bounds:
+            for d in range(len(self.node)):
+                sizes[d] += bounds[d + 1] - bounds[d]
+        return [s / self.flat.numel for s in sizes]
+
+    def state_bytes(self) -> int:
+        """Reduced-gradient slice plus optimizer state held by this device."""
+        grad = self.slice_numel * self.flat.grad.element_size()
+        return grad + optimizer_state_bytes(self.optimizer)
+
+    # one step ----------------------------------------------------------------------------
+
+    def begin_step(self) -> None:
+        self.flat.grad.zero_()
+        self._watch.reset()
+        for event in (*self._ready, *self._done):
+            event.clear()
+        if self.overlap:
+            self._intra.put(0)
+
+    def finish_gradients(self) -> None:
+        """After backward: wait until this device holds its slice of the mean gradient."""
+        for event in self._ready:
+            event.set()
+        if not self.overlap:
+            for b in range(len(self.bounds)):
+                self._reduce_in_node(b)
+                self._reduce_across_nodes(b)
+            return
+        for event in self._done:
+            event.wait()
+        if self._errors:
+            raise RuntimeError("gradient synchronisation failed") from self._errors[0]
+
+    def apply(self) -> None:
+        """Update this device's parameter slice, then rebuild the full parameters."""
+        self.optimizer.step()
+        self.assemble()
+
+    def assemble(self) -> None:
+        """All-gather every device's parameter pieces within the node."""
+        for bounds in self.bounds:
+            ring.all_gather(self.comm, self.node, self.flat.param, bounds)
+
+    # checkpoints -------------------------------------------------------------------------
+
+    def slice_state(self) -> dict[str, Any]:
+        return {
+            "bounds": self.bounds,
+            "number": self.number,
+            "pieces": [v.detach().clone() for v in self.views],
+            "optimizer": self.optimizer.state_dict(),
+        }
+
+    def load_slice_state(self, state: dict[str, Any]) -> None:
+        if state["bounds"] != self.bounds or state["number"] != self.number:
+            raise ValueError(
+                "the checkpoint's slices do not match this job's slicing "
+                f"(device {state['number']} then, {self.number} now)"
+            )
+        with torch.no_grad():
+            for view, saved in zip(self.views, state["pieces"], strict=True):
+                view.copy_(saved)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.assemble()
+
+    def close(self) -> None:
+        self._watch.remove()
+        if self._threads:
+            self._intra.put(None)
+            for thread in self._threads:
+                thread.join(timeout=10)
+
+    # internals ---------------------------------------------------------------------------
+
+    def _ready_bucket(self, bucket: int) -> None:
+        self._ready[bucket].set()
+
+    def _reduce_in_node(self, bucket: int) -> None:
+        ring.reduce_scatter(self.comm, self.node, self.flat.grad, self.bounds[bucket])
+
+    def _reduce_across_nodes(self, bucket: int) -> None:
+        start, end = self.pieces[bucket]
+        piece = self.flat.grad[start:end]
+        if piece.numel():
+            ring.all_reduce(self.comm, self.peers, piece, self.align)
+            piece.div_(self.world_size)
+
+    def _intra_loop(self) -> None:
+        while self._intra.get() is not None:
+            for b in range(len(self.bounds)):
+                self._ready[b].wait()
+                self._reduce_in_node(b)
+                self._inter.put(b)
+        self._inter.put(None)
+
+    def _inter_loop(self) -> None:
+        while (bucket := self._inter.get()) is not None:
+            self._reduce_across_nodes(bucket)
+            self._done[bucket].set()
+
+    def _guard(self, loop: Callable[[], None]) -> None:
+        try:
+            loop()
+        except BaseException as exc:
+            self._errors.append(exc)
+            for event in self._done:
+                event.set()
+
+
+def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
+    total = 0
+    for state in optimizer.state.values():
+        for value in state.values():
+            if isinstance(value, torch.Tensor):
+                total += value.numel() * value.element_size()
+    return total
