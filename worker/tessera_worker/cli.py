@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
 import socket
@@ -155,6 +156,7 @@ def serve(runtime: Runtime, args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         check(args)
         runtime = build_runtime(args)

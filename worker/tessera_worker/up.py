@@ -1,0 +1,182 @@
+"""``tessera up``: the control plane, its scheduler, the dashboard and local workers, in one go.
+
+Zero setup by default: SQLite and the embedded filesystem broker under ``$TESSERA_HOME``. With
+``TESSERA_DATABASE_URL`` and ``TESSERA_BROKER_URL`` set it uses those (PostgreSQL, Redis).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+from pydantic import ValidationError
+from sqlalchemy.orm import Session
+
+from tessera_api.settings import DEFAULT_ADMIN_TOKEN, Settings
+from tessera_worker import procs
+from tessera_worker.broker import EMBEDDED
+from tessera_worker.demo import DEMO_PARTIES, ensure_party, token_file
+
+SLUG = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+
+
+class UsageError(Exception):
+    pass
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tessera up",
+        description="Start the control plane, the dashboard and a local worker per demo party.",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="interface to serve on")
+    p.add_argument("--port", type=int, default=8000, help="port to serve on (default 8000)")
+    p.add_argument(
+        "--parties",
+        default=",".join(DEMO_PARTIES),
+        help="demo parties to create (comma-separated; default: %(default)s)",
+    )
+    p.add_argument(
+        "--workers",
+        default=None,
+        help="parties that get a local worker (comma-separated; default: every demo party; "
+        "'none' for the control plane alone)",
+    )
+    return p
+
+
+def _names(text: str, what: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    bad = [n for n in names if not SLUG.match(n)]
+    if bad:
+        raise UsageError(f"{what}: {', '.join(map(repr, bad))} are not party slugs")
+    return names
+
+
+def check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    if not 0 < args.port < 65536:
+        raise UsageError(f"--port must be between 1 and 65535, got {args.port}")
+    parties = _names(args.parties, "--parties")
+    if args.workers is None:
+        return parties, parties
+    workers = [] if args.workers == "none" else _names(args.workers, "--workers")
+    unknown = sorted(set(workers) - set(parties))
+    if unknown:
+        raise UsageError(f"--workers names parties that --parties does not: {', '.join(unknown)}")
+    return parties, workers
+
+
+def load_settings() -> Settings:
+    os.environ.setdefault("TESSERA_BROKER_URL", EMBEDDED)
+    try:
+        return Settings()
+    except ValidationError as exc:
+        messages = "; ".join(str(e["msg"]) for e in exc.errors())
+        raise UsageError(f"invalid settings: {messages}") from exc
+
+
+def start_worker(
+    party: str, token: str, api_url: str, settings: Settings
+) -> subprocess.Popen[bytes]:
+    """``tessera worker`` for one party, as a child that dies with this process."""
+    home = settings.home
+    env = dict(os.environ)
+    env.update(
+        TESSERA_PARTY_TOKEN=token, TESSERA_HOME=str(home), TESSERA_BROKER_URL=settings.broker_url
+    )
+    argv = [sys.executable, "-m", "tessera_api.cli", "worker", "--party", party, "--api", api_url]
+    return procs.spawn(argv, env=env, log_path=home / "logs" / f"worker-{party}.log")
+
+
+def banner(url: str, settings: Settings, parties: list[str], workers: list[str]) -> str:
+    admin = (
+        f"admin token: {DEFAULT_ADMIN_TOKEN} (development default; set TESSERA_ADMIN_TOKEN)"
+        if settings.admin_token == DEFAULT_ADMIN_TOKEN
+        else "admin token: from TESSERA_ADMIN_TOKEN"
+    )
+    lines = [
+        f"Tessera is up on {url}  (dashboard at /, API docs at /api/v1/docs)",
+        admin,
+        f"data: {settings.home}   database: {settings.resolved_database_url.split('@')[-1]}",
+        f"broker: {settings.broker_url}",
+        f"demo parties: {', '.join(parties)} (tokens in {token_file(settings.home, '*')})",
+        f"local workers: {', '.join(workers) or 'none'} (logs in {settings.home / 'logs'})",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        parties, local = check(args)
+        settings = load_settings()
+    except UsageError as exc:
+        print(f"tessera up: {exc}", file=sys.stderr)
+        return 2
+    return run(settings, args, parties, local)
+
+
+def run(settings: Settings, args: argparse.Namespace, parties: list[str], local: list[str]) -> int:
+    import uvicorn
+
+    from tessera_api.app import create_app
+    from tessera_api.migrate import upgrade
+    from tessera_api.scheduling.broker import CelerySender
+    from tessera_api.scheduling.scheduler import Scheduler
+
+    settings.home.mkdir(parents=True, exist_ok=True)
+    upgrade(settings.resolved_database_url)
+    sender = CelerySender(settings.broker_url, settings.home)
+    sessions: list[Callable[[], Session]] = []
+    scheduler = Scheduler(
+        lambda: sessions[0](), sender, offline_after_s=settings.worker_offline_after_s
+    )
+    app = create_app(settings, dispatcher=scheduler)
+    sessions.append(app.state.session_factory)
+    with app.state.session_factory() as session:
+        tokens = {name: ensure_party(session, settings.home, name) for name in parties}
+        session.commit()
+    host = "127.0.0.1" if args.host in {"0.0.0.0", "::"} else args.host
+    url = f"http://{host}:{args.port}"
+    server = uvicorn.Server(
+        uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
+    )
+    workers: list[subprocess.Popen[bytes]] = []
+
+    def supervise_workers() -> None:
+        # runs until shutdown: children die with the thread that spawned them
+        while not server.started and not server.should_exit:
+            time.sleep(0.1)
+        if server.should_exit:
+            return
+        running = {name: start_worker(name, tokens[name], url, settings) for name in local}
+        workers.extend(running.values())
+        print(banner(url, settings, parties, local), flush=True)
+        while not server.should_exit:
+            for name, proc in list(running.items()):
+                if proc.poll() is not None:
+                    print(f"tessera up: worker {name} exited ({proc.returncode}); restarting")
+                    running[name] = start_worker(name, tokens[name], url, settings)
+                    workers.append(running[name])
+            time.sleep(1.0)
+        procs.stop_all(list(running.values()), grace_s=10)
+
+    scheduler.start()
+    supervisor = threading.Thread(target=supervise_workers, name="workers", daemon=True)
+    supervisor.start()
+    signal.signal(signal.SIGTERM, lambda *_: setattr(server, "should_exit", True))
+    try:
+        server.run()
+    finally:
+        server.should_exit = True
+        supervisor.join(timeout=15)
+        procs.kill_all(workers)
+        scheduler.close()
+    return 0 if server.started else 1
