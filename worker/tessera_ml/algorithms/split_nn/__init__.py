@@ -1,0 +1,1 @@
+"""Role-based split learning (``split_nn``)."""

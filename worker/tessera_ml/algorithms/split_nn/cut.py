@@ -1,0 +1,103 @@
+"""One side of a cut: a point-to-point link to a peer rank carrying ``[rows, dim]`` tensors.
+
+Shapes, dtype and codec are agreed once when the link opens (``agree``); afterwards only the
+encoded tensors cross the wire. Sends and receives can be blocking (sequential schedule) or
+posted ahead and waited for later (pipelined schedule).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from tessera_ml.algorithms.split_nn.codecs import Codec
+from tessera_ml.comm.base import Communicator, Work
+
+
+class CutError(ValueError):
+    """The two sides of a cut disagree on what crosses it."""
+
+    def __init__(self, code: str, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class CutShape:
+    dim: int
+    dtype: str
+    codec: str
+
+
+def send_shape(comm: Communicator, peer: int, shape: CutShape) -> None:
+    comm.send_object((shape.dim, shape.dtype, shape.codec), peer)
+
+
+def recv_shape(comm: Communicator, peer: int, *, dtype: str, codec: str) -> CutShape:
+    dim, their_dtype, their_codec = comm.recv_object(peer)
+    if their_dtype != dtype or their_codec != codec:
+        raise CutError(
+            "cut_mismatch",
+            f"rank {peer} sends {their_dtype}/{their_codec}, this rank expects {dtype}/{codec}",
+        )
+    return CutShape(int(dim), dtype, codec)
+
+
+@dataclass
+class Pending:
+    """A posted receive; ``wait`` returns the decoded tensor."""
+
+    link: Link
+    wire: list[torch.Tensor]
+    works: list[Work]
+
+    def wait(self) -> torch.Tensor:
+        for w in self.works:
+            w.wait()
+        return self.link.codec.decode([b.to(self.link.device) for b in self.wire], self.link.dtype)
+
+
+@dataclass
+class Link:
+    comm: Communicator
+    peer: int
+    dim: int
+    codec: Codec
+    dtype: torch.dtype
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    wire_device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    _in_flight: list[tuple[Work, Any]] = field(default_factory=list)
+
+    def send(self, t: torch.Tensor, *, blocking: bool) -> None:
+        if t.shape[1] != self.dim:
+            raise CutError(
+                "cut_shape", f"tensor of width {t.shape[1]} on a cut of width {self.dim}"
+            )
+        for part in self.codec.encode(t):
+            part = part.to(self.wire_device)
+            if blocking:
+                self.comm.send(part, self.peer)
+            else:
+                self._in_flight.append((self.comm.isend(part, self.peer), part))
+
+    def post_recv(self, rows: int) -> Pending:
+        wire = [b.to(self.wire_device) for b in self.codec.buffers(rows, self.dim, self.dtype)]
+        return Pending(self, wire, [self.comm.irecv(b, self.peer) for b in wire])
+
+    def recv(self, rows: int) -> torch.Tensor:
+        wire = [b.to(self.wire_device) for b in self.codec.buffers(rows, self.dim, self.dtype)]
+        for b in wire:
+            self.comm.recv(b, self.peer)
+        return self.codec.decode([b.to(self.device) for b in wire], self.dtype)
+
+    def flush(self) -> None:
+        """Wait until every posted send has left."""
+        for work, _ in self._in_flight:
+            work.wait()
+        self._in_flight.clear()
+
+    def wire_bytes(self, rows: int) -> int:
+        return self.codec.wire_bytes(rows, self.dim, self.dtype)
