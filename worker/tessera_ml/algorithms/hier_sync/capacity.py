@@ -53,9 +53,5 @@ def agreed_fractions(
     )
     k = topology.devices_per_node
     if config.capacities is not None:
-        if config.slicing == "equal":
-            raise ValueError(
-                "capacities are set but slicing is 'equal'; choose a proportional mode"
-            )
         return normalise(config.capacities), reports
     return capacity_fractions(config.slicing, reports, k), reports

@@ -5,8 +5,10 @@ chunks, so the slices travel here over ``isend``/``irecv``. On a ring of ``n`` m
 chunks are ``c_0 .. c_{n-1}`` (chunk ``j`` ends at member ``j``), member ``p`` sends:
 
 - reduce-scatter: every chunk but its own once, ``sum(c) - c_p`` bytes;
-- all-gather: the same, ``sum(c) - c_p``;
-- all-reduce (even chunks): ``2 (n-1)/n x`` the tensor.
+- all-gather: every chunk but the next member's once, ``sum(c) - c_{p+1}``;
+- all-reduce (even chunks): reduce-scatter then all-gather, ``2 (n-1)/n x`` the tensor.
+
+Summed over the members, each collective moves ``(n-1) x sum(c)``.
 
 Transfers between one pair of ranks are matched in issue order, so every member must run the
 same sequence of collectives on the same ring.

@@ -6,10 +6,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from tessera_ml.algorithms.hier_sync.slicing import SlicingMode
 from tessera_ml.algorithms.hier_sync.topology import ROLE, TopologyError, topology_from_plan
+from tessera_ml.data.refs import parse_ref
+from tessera_ml.models.spec import MLPSpec, ModelSpec
 from tessera_ml.spec import (
     AlgorithmConfig,
     AlgorithmSpec,
@@ -23,21 +25,24 @@ from tessera_ml.spec import (
 class HierSyncConfig(AlgorithmConfig):
     """Training and synchronisation settings of a ``hier_sync`` job."""
 
-    steps: int = Field(default=100, ge=1, description="Training steps")
-    batch_size: int = Field(default=32, ge=1, description="Samples per device per step")
+    model: ModelSpec = Field(
+        default_factory=lambda: MLPSpec(hidden=[64]),
+        description="Model spec (kind mlp, cnn, click or custom); sizes come from the dataset",
+    )
     dataset: str = Field(
-        default="digits",
-        description="Used when an assignment names no dataset: 'digits', 'breast_cancer', "
-        "'wine' or 'synthetic:<features>:<classes>' (generated)",
+        default="sklearn:digits",
+        max_length=1024,
+        description="Dataset reference used when an assignment names none; its training rows "
+        "are sharded over all node devices",
     )
-    hidden: list[int] = Field(
-        default_factory=lambda: [64], description="Hidden layer widths of the MLP"
-    )
-    optimizer: Literal["sgd", "adam"] = Field(
-        default="sgd", description="SGD with momentum, or Adam; state is kept per slice"
+    steps: int = Field(default=200, ge=1, le=10_000_000, description="Training steps")
+    batch_size: int = Field(default=32, ge=1, le=65_536, description="Samples per device per step")
+    optimizer: Literal["sgd", "adam", "adamw"] = Field(
+        default="sgd", description="Optimizer; its state is kept only for the device's slice"
     )
     lr: float = Field(default=0.05, gt=0, description="Learning rate")
     momentum: float = Field(default=0.9, ge=0, lt=1, description="SGD momentum")
+    weight_decay: float = Field(default=0.0, ge=0, description="Weight decay")
     slicing: SlicingMode = Field(
         default="equal",
         description="How slices are sized: equally, by each device's free memory, or by "
@@ -57,9 +62,16 @@ class HierSyncConfig(AlgorithmConfig):
     overlap: bool = Field(
         default=True, description="Synchronise buckets while the backward pass still runs"
     )
-    checkpoint_every: int = Field(
+    checkpoint_interval: int = Field(
         default=0, ge=0, description="Save each device's slice every N steps (0: never)"
     )
+    log_interval: int = Field(default=1, ge=1, description="Report metrics every N steps")
+
+    @field_validator("dataset")
+    @classmethod
+    def _dataset_ref(cls, value: str) -> str:
+        parse_ref(value)
+        return value
 
 
 @dataclass(frozen=True)
@@ -86,6 +98,13 @@ class HierSyncSpec(AlgorithmSpec):
             if any(c <= 0 for c in config.capacities):
                 raise PlanError(
                     "capacities_value", "capacities must be positive", ("config", "capacities")
+                )
+            if config.slicing == "equal":
+                raise PlanError(
+                    "capacities_unused",
+                    "capacities are set but slicing is 'equal'; choose 'memory' or "
+                    "'memory_and_compute'",
+                    ("config", "slicing"),
                 )
 
 

@@ -121,6 +121,24 @@ class HierSync:
         self.optimizer.step()
         self.assemble()
 
+    def start_fresh(self) -> None:
+        """Node 0's devices hand their initial slices to their peers; then each node assembles.
+
+        Every device then starts from node 0's initial weights, even for models whose
+        initialisation ignores the seed.
+        """
+        if len(self.peers) > 1:
+            source = self.peers[0]
+            pieces = [v for v in self.views if v.numel()]
+            for view in pieces:
+                if self.comm.rank == source:
+                    works = [self.comm.isend(view, peer) for peer in self.peers[1:]]
+                    for work in works:
+                        work.wait()
+                else:
+                    self.comm.recv(view, source)
+        self.assemble()
+
     def assemble(self) -> None:
         """All-gather every device's parameter pieces within the node."""
         for bounds in self.bounds:

@@ -3,25 +3,31 @@
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, cast
 
 import torch
-import torch.nn.functional as F
+from torch import nn
 
+from tessera_ml.algorithms.ddp.train import evaluate, loss_function
 from tessera_ml.algorithms.hier_sync.capacity import agreed_fractions
 from tessera_ml.algorithms.hier_sync.flat import FlatParams
 from tessera_ml.algorithms.hier_sync.spec import HierSyncConfig
 from tessera_ml.algorithms.hier_sync.sync import HierSync, OptimizerFactory
 from tessera_ml.algorithms.hier_sync.topology import topology_from_plan
-from tessera_ml.algorithms.hier_sync.workload import Batches, build_mlp, load_dataset
+from tessera_ml.algorithms.hier_sync.workload import batch, rank_dataset, rank_model
 from tessera_ml.context import RankContext
+from tessera_ml.netns import testbed_link_bytes
 
 
 def make_optimizer(config: HierSyncConfig) -> OptimizerFactory:
     def build(params: list[torch.Tensor]) -> torch.optim.Optimizer:
+        if config.optimizer == "sgd":
+            return torch.optim.SGD(
+                params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
+            )
         if config.optimizer == "adam":
-            return torch.optim.Adam(params, lr=config.lr)
-        return torch.optim.SGD(params, lr=config.lr, momentum=config.momentum)
+            return torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
+        return torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
 
     return build
 
@@ -30,52 +36,77 @@ class Trainer:
     """Model, data and synchroniser of one device; ``step`` runs one training step."""
 
     def __init__(self, ctx: RankContext) -> None:
-        config = ctx.config
-        assert isinstance(config, HierSyncConfig)
         self.ctx = ctx
-        self.config = config
+        self.config = cast(HierSyncConfig, ctx.config)
         self.topology = topology_from_plan(ctx.plan)
-        data = load_dataset(ctx.slot.dataset or config.dataset, config.seed)
-        model = build_mlp(data.num_features, config.hidden, data.num_classes, config.seed)
-        self.model = model.to(ctx.device)
-        self.flat = FlatParams(self.model, config.bucket_bytes)
+        self.data = rank_dataset(ctx, self.config)
+        if self.data.train.y is None:
+            raise ValueError(f"rank {ctx.rank}: dataset {self.data.name} has no labels")
+        self.model = rank_model(self.config, self.data, ctx.device)
+        self.criterion: nn.Module = loss_function(self.data)
+        self.flat = FlatParams(self.model, self.config.bucket_bytes)
         self.capacity_fractions, self.reports = agreed_fractions(
-            ctx.comm, self.topology, config, ctx.slot, ctx.device
+            ctx.comm, self.topology, self.config, ctx.slot, ctx.device
         )
         self.sync = HierSync(
             ctx.comm,
             self.topology,
             self.flat,
             self.capacity_fractions,
-            make_optimizer(config),
-            align=config.align_elements,
-            overlap=config.overlap,
+            make_optimizer(self.config),
+            align=self.config.align_elements,
+            overlap=self.config.overlap,
         )
-        self.batches = Batches(data, ctx.rank, ctx.world_size, config.batch_size, config.seed)
 
     def step(self, step: int) -> float:
-        features, labels = self.batches(step)
+        """Training step ``step`` (counted from 1, as ``ddp`` does)."""
+        x, y = batch(self.data, self.config, self.ctx.slot.role_rank, step)
+        x, y = x.to(self.ctx.device), y.to(self.ctx.device)
         self.sync.begin_step()
-        loss = F.cross_entropy(self.model(features.to(self.ctx.device)), labels.to(self.ctx.device))
+        out = self.model(x)
+        loss = self.criterion(out, y if self.data.task == "classification" else y.view(out.shape))
         loss.backward()
         self.sync.finish_gradients()
         self.sync.apply()
-        return float(loss.item())
+        return float(loss.detach())
 
     def link_bytes(self) -> dict[str, float]:
-        """Cumulative bytes sent, in total, per peer and per link kind."""
+        """Cumulative bytes sent: in total, per peer and per kind of link."""
         stats = self.ctx.comm.stats
         node = set(self.sync.node)
+        sent_to = dict(stats.sent_to)
         values: dict[str, float] = {
-            "bytes_sent": stats.sent,
-            "bytes_received": stats.received,
-            "bytes_sent.group.intra_node": sum(b for r, b in stats.sent_to.items() if r in node),
-            "bytes_sent.group.inter_node": sum(
-                b for r, b in stats.sent_to.items() if r not in node
+            "bytes_sent": float(stats.sent),
+            "bytes_received": float(stats.received),
+            "bytes_sent.group.intra_node": float(sum(b for r, b in sent_to.items() if r in node)),
+            "bytes_sent.group.inter_node": float(
+                sum(b for r, b in sent_to.items() if r not in node)
             ),
         }
-        values.update({f"bytes_sent.to.{r}": b for r, b in sorted(stats.sent_to.items())})
+        values.update({f"bytes_sent.to.{r}": float(b) for r, b in sorted(sent_to.items())})
+        link = testbed_link_bytes()
+        if link is not None:
+            values["link_bytes_sent"] = float(link.sent)
         return values
+
+    def report(self, step: int, loss: float, elapsed: float) -> None:
+        config = self.config
+        self.ctx.reporter.metrics(
+            step,
+            {
+                "loss": loss,
+                "step_time_s": elapsed,
+                "throughput": config.batch_size * self.topology.world_size / max(elapsed, 1e-9),
+                "state_bytes": float(self.sync.state_bytes()),
+                "slice_fraction": self.sync.slice_numel / self.flat.numel,
+                "progress": step / config.steps,
+                **self.link_bytes(),
+            },
+        )
+        self.ctx.reporter.progress(step, config.steps)
+
+    def checkpoint(self, step: int) -> None:
+        self.ctx.save_checkpoint(step, {"step": step, "slice": self.sync.slice_state()})
 
     def close(self) -> None:
         self.sync.close()
@@ -84,50 +115,46 @@ class Trainer:
 def run(ctx: RankContext) -> dict[str, Any]:
     trainer = Trainer(ctx)
     config = trainer.config
-    state = ctx.load_checkpoint()
-    first = 0
-    if state is None:
-        trainer.sync.assemble()
+    resumed = ctx.load_checkpoint()
+    start = 0
+    if resumed is None:
+        trainer.sync.start_fresh()
     else:
-        trainer.sync.load_slice_state(state["slice"])
-        first = int(state["step"])
-    loss = float("nan")
-    step = first
+        trainer.sync.load_slice_state(resumed["slice"])
+        start = int(resumed["step"])
+        ctx.reporter.log(f"resumed from step {start}")
+    step, loss, stopped = start, float("nan"), False
     try:
-        for step in range(first, config.steps):
+        for step in range(start + 1, config.steps + 1):
             if ctx.stop.is_set():
+                stopped, step = True, step - 1
                 break
-            started = time.perf_counter()
+            began = time.perf_counter()
             loss = trainer.step(step)
-            elapsed = time.perf_counter() - started
-            done = step + 1
-            ctx.reporter.metrics(
-                done,
-                {
-                    "loss": loss,
-                    "step_time_s": elapsed,
-                    "throughput": config.batch_size / elapsed,
-                    "state_bytes": trainer.sync.state_bytes(),
-                    "slice_fraction": trainer.sync.slice_numel / trainer.flat.numel,
-                    "progress": done / config.steps,
-                    **trainer.link_bytes(),
-                },
-            )
-            ctx.reporter.progress(done, config.steps)
-            if config.checkpoint_every and done % config.checkpoint_every == 0:
-                ctx.save_checkpoint(done, {"step": done, "slice": trainer.sync.slice_state()})
-            step = done
+            elapsed = time.perf_counter() - began
+            if step % config.log_interval == 0 or step == config.steps:
+                trainer.report(step, loss, elapsed)
+            if config.checkpoint_interval and step % config.checkpoint_interval == 0:
+                trainer.checkpoint(step)
+        if stopped and config.checkpoint_interval and step > start:
+            trainer.checkpoint(step)
     finally:
         trainer.close()
-    ctx.reporter.flush()
-    return {
-        "steps_done": step,
+    summary: dict[str, Any] = {
+        "step": step,
         "loss": loss,
+        "stopped": stopped,
         "node": trainer.topology.locate(ctx.rank)[0],
         "device_number": trainer.sync.number,
         "slice_fractions": trainer.sync.slice_fractions(),
         "capacity_fractions": trainer.capacity_fractions,
         "state_bytes": trainer.sync.state_bytes(),
-        "param_checksum": float(trainer.flat.param.double().sum()),
+        "numel": trainer.flat.numel,
         **trainer.link_bytes(),
     }
+    if ctx.rank == trainer.topology.nodes[0][0] and not stopped:
+        results = evaluate(trainer.model, trainer.data, trainer.criterion, ctx.device)
+        ctx.reporter.metrics(step, results)
+        summary.update(results)
+    ctx.reporter.flush()
+    return summary

@@ -1,81 +1,45 @@
-"""The data and model a ``hier_sync`` job trains: small, seeded and identical on every rank.
+"""The data and model of one device, chosen exactly as ``ddp`` chooses them.
 
-Datasets: scikit-learn's bundled classification sets or a generated one. Each rank reads the
-rows of a seeded permutation congruent to its rank, so ranks see disjoint samples and any
-run with the same seed and world sees the same batches.
+The same reference, shard and per-step rows as a ``ddp`` job with the same seed and world, so
+the two runs can be compared parameter for parameter.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import nn
 
-_BUNDLED = ("digits", "breast_cancer", "wine")
+from tessera_ml.algorithms.ddp.train import batch_indices
+from tessera_ml.algorithms.hier_sync.spec import HierSyncConfig
+from tessera_ml.algorithms.hier_sync.topology import ROLE
+from tessera_ml.context import RankContext
+from tessera_ml.data.partition import shard_dataset
+from tessera_ml.data.resolver import resolve
+from tessera_ml.data.tabular import Dataset
+from tessera_ml.models.zoo import build_model
 
 
-@dataclass(frozen=True)
-class Dataset:
-    features: torch.Tensor
-    labels: torch.Tensor
-    num_classes: int
-
-    @property
-    def num_features(self) -> int:
-        return int(self.features.shape[1])
-
-
-def load_dataset(ref: str, seed: int) -> Dataset:
-    """``digits``, ``breast_cancer``, ``wine`` or ``synthetic:<features>:<classes>``."""
-    if ref in _BUNDLED:
-        from sklearn import datasets
-
-        loader = getattr(datasets, f"load_{ref}")
-        x, y = loader(return_X_y=True)
-        features = torch.tensor(x, dtype=torch.float32)
-        features = (features - features.mean(0)) / features.std(0).clamp_min(1e-6)
-        labels = torch.tensor(y, dtype=torch.int64)
-        return Dataset(features, labels, int(labels.max()) + 1)
-    if ref.startswith("synthetic:"):
-        try:
-            _, num_features, num_classes = ref.split(":")
-            f, c = int(num_features), int(num_classes)
-        except ValueError as exc:
-            raise ValueError(
-                f"synthetic dataset is 'synthetic:<features>:<classes>': {ref}"
-            ) from exc
-        generator = torch.Generator().manual_seed(seed + 7919)
-        features = torch.randn(4096, f, generator=generator)
-        teacher = torch.randn(f, c, generator=generator)
-        return Dataset(features, (features @ teacher).argmax(1), c)
-    raise ValueError(f"unknown dataset {ref!r}: use {', '.join(_BUNDLED)} or synthetic:F:C")
+def rank_dataset(ctx: RankContext, config: HierSyncConfig) -> Dataset:
+    """A party's own dataset is sharded over its devices; the job's over all devices."""
+    if ctx.slot.dataset:
+        own = [s for s in ctx.plan if s.assignment_index == ctx.slot.assignment_index]
+        return shard_dataset(
+            resolve(ctx.slot.dataset, ctx.data_root), ctx.slot.local_index, len(own)
+        )
+    devices = ctx.ranks_of(ROLE)
+    return shard_dataset(resolve(config.dataset, ctx.data_root), ctx.slot.role_rank, len(devices))
 
 
-def build_mlp(num_features: int, hidden: list[int], num_classes: int, seed: int) -> nn.Module:
-    torch.manual_seed(seed)
-    layers: list[nn.Module] = []
-    width = num_features
-    for h in hidden:
-        layers += [nn.Linear(width, h), nn.ReLU()]
-        width = h
-    layers.append(nn.Linear(width, num_classes))
-    return nn.Sequential(*layers)
+def rank_model(config: HierSyncConfig, data: Dataset, device: torch.device) -> nn.Module:
+    torch.manual_seed(config.seed)
+    return build_model(config.model, dataset=data).to(device)
 
 
-class Batches:
-    """The batches of one rank: disjoint rows per rank, cycling through them."""
-
-    def __init__(self, data: Dataset, rank: int, world_size: int, batch_size: int, seed: int):
-        order = torch.randperm(len(data.labels), generator=torch.Generator().manual_seed(seed))
-        self.rows = order[rank::world_size]
-        if len(self.rows) == 0:
-            raise ValueError(f"the dataset has too few rows for {world_size} ranks")
-        self.data = data
-        self.batch_size = batch_size
-
-    def __call__(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
-        start = step * self.batch_size
-        index = torch.arange(start, start + self.batch_size) % len(self.rows)
-        rows = self.rows[index]
-        return self.data.features[rows], self.data.labels[rows]
+def batch(
+    data: Dataset, config: HierSyncConfig, role_rank: int, step: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    train = data.train
+    rows = batch_indices(len(train), config.batch_size, config.seed, role_rank, step)
+    return train.x[rows], cast(torch.Tensor, train.y)[rows]
