@@ -1,0 +1,284 @@
+"""The server role: one shard of the embedding tables, served to every worker concurrently.
+
+One thread per worker reads that worker's requests in order; the table and the step clocks sit
+behind one condition variable. A PULL waits until the updates it must see are applied:
+in sync mode every update of the previous steps, in async mode all but the last ``staleness``.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from tessera_ml.algorithms.param_server.optim import make_optimizer
+from tessera_ml.algorithms.param_server.spec import ParamServerConfig
+from tessera_ml.algorithms.param_server.table import DynamicTable, TableExport
+from tessera_ml.algorithms.param_server.wire import UNIQUE, Header, Kind, recv_header
+from tessera_ml.context import RankContext
+
+_META = 2  # eviction bookkeeping columns after the optimizer state: last step used, use count
+
+
+@dataclass
+class _Pull:
+    ids: torch.Tensor
+    rows: torch.Tensor
+    inverse: torch.Tensor | None
+    generation: int
+
+
+@dataclass
+class _Clock:
+    """Which updates the shard has applied."""
+
+    workers: list[int]
+    applied: int = 0
+    pushed: dict[int, int] = field(default_factory=dict)
+
+    def reset(self, step: int) -> None:
+        self.applied = step
+        self.pushed = {w: step for w in self.workers}
+
+
+class ShardServer:
+    def __init__(self, ctx: RankContext, workers: list[int]) -> None:
+        config = ctx.config
+        assert isinstance(config, ParamServerConfig)
+        self.ctx = ctx
+        self.config = config
+        self.workers = workers
+        self.optimizer = make_optimizer(config.sparse_optimizer, config.sparse_lr)
+        self.meta = _META if config.eviction != "none" else 0
+        self.table = DynamicTable(
+            dim=config.dim,
+            slots=self.optimizer.slots(config.dim) + self.meta,
+            seed=config.seed,
+            init_scale=config.init_scale,
+            block_rows=config.block_rows,
+        )
+        self.candidates = DynamicTable(dim=1, slots=0, seed=0, init_scale=0.0)
+        self.cond = threading.Condition()
+        self.clock = _Clock(workers)
+        self.clock.reset(0)
+        self.pending: dict[int, dict[int, tuple[torch.Tensor, torch.Tensor]]] = {}
+        self.pulls: dict[tuple[int, int], _Pull] = {}
+        self.created: dict[int, int] = {}
+        self.generation = 0
+        self.evicted = 0
+        self.errors: list[BaseException] = []
+        self.finished = 0
+
+    # ---- readiness ------------------------------------------------------------------------
+
+    def _ready(self, step: int) -> bool:
+        if self.config.mode == "sync":
+            return self.clock.applied >= step
+        return min(self.clock.pushed.values()) >= step - self.config.staleness
+
+    # ---- requests -------------------------------------------------------------------------
+
+    def _pull(self, worker: int, header: Header, ids: torch.Tensor) -> torch.Tensor:
+        inverse = None
+        unique = ids
+        if not header.flags & UNIQUE:
+            unique, inverse = torch.unique(ids, return_inverse=True)
+        with self.cond:
+            self.cond.wait_for(lambda: self._ready(header.step))
+            if header.kind == Kind.LOOKUP:
+                rows = self.table.find(unique)
+            else:
+                rows = self._find_or_admit(unique, header.step)
+                self.pulls[(worker, header.step)] = _Pull(unique, rows, inverse, self.generation)
+            emb = self.table.embeddings(rows, unique)
+        return emb if inverse is None else emb[inverse]
+
+    def _find_or_admit(self, ids: torch.Tensor, step: int) -> torch.Tensor:
+        before = self.table.num_rows
+        if self.config.admission_count <= 1:
+            rows = self.table.find_or_insert(ids)
+        else:
+            rows = self.table.find(ids)
+            missing = (rows < 0).nonzero().squeeze(1)
+            seen = self.candidates.find_or_insert(ids[missing])
+            counts = self.candidates.read(seen)
+            counts[:, 0] += 1
+            self.candidates.write(seen, counts)
+            admitted = missing[counts[:, 0] >= self.config.admission_count]
+            rows[admitted] = self.table.find_or_insert(ids[admitted])
+        self.created[step] = self.created.get(step, 0) + self.table.num_rows - before
+        if self.meta:
+            live = rows[rows >= 0]
+            values = self.table.read(live)
+            values[:, -2] = float(step)
+            values[:, -1] += 1
+            self.table.write(live, values)
+        return rows
+
+    def _push(self, worker: int, step: int, grads: torch.Tensor) -> None:
+        with self.cond:
+            pull = self.pulls.pop((worker, step))
+            if pull.inverse is not None:
+                summed = torch.zeros((pull.ids.numel(), grads.shape[1]), dtype=grads.dtype)
+                grads = summed.index_add_(0, pull.inverse, grads)
+            grads = grads / len(self.workers)
+            rows = pull.rows
+            if pull.generation != self.generation:
+                rows = self.table.find(pull.ids)
+            live = rows >= 0
+            rows, grads = rows[live], grads[live]
+            if self.config.mode == "sync":
+                self.pending.setdefault(step, {})[worker] = (rows, grads)
+                if len(self.pending[step]) == len(self.workers):
+                    self._apply_step(step)
+            else:
+                self._apply(rows, grads)
+                before = min(self.clock.pushed.values())
+                self.clock.pushed[worker] = step + 1
+                if min(self.clock.pushed.values()) > before:
+                    self._step_done(before)
+            self.cond.notify_all()
+
+    def _apply_step(self, step: int) -> None:
+        parts = self.pending.pop(step)
+        rows = torch.cat([parts[w][0] for w in self.workers])
+        grads = torch.cat([parts[w][1] for w in self.workers])
+        unique, inverse = torch.unique(rows, return_inverse=True)
+        summed = torch.zeros((unique.numel(), grads.shape[1]), dtype=grads.dtype)
+        self._apply(unique, summed.index_add_(0, inverse, grads))
+        self._step_done(step)
+        self.clock.applied = step + 1
+
+    def _apply(self, rows: torch.Tensor, grads: torch.Tensor) -> None:
+        if rows.numel():
+            self.table.write(rows, self.optimizer.update(self.table.read(rows), grads))
+
+    # ---- step boundaries ------------------------------------------------------------------
+
+    def _step_done(self, step: int) -> None:
+        config = self.config
+        if self.meta and (step + 1) % config.evict_every == 0:
+            self._evict(step)
+        stats = self.ctx.comm.stats
+        self.ctx.reporter.metrics(
+            step,
+            {
+                "table_rows": self.table.num_rows,
+                "rows_created": self.created.pop(step, 0),
+                "resident_bytes": self.table.resident_bytes,
+                "bytes_sent": stats.sent,
+                "bytes_received": stats.received,
+            },
+        )
+        if config.checkpoint_every and (step + 1) % config.checkpoint_every == 0:
+            self.ctx.save_checkpoint(step + 1, self.state(step + 1))
+
+    def _evict(self, step: int) -> None:
+        saved = self.table.export()
+        last, uses = saved.state[:, -2], saved.state[:, -1]
+        if self.config.eviction == "ttl":
+            keep = (step - last) <= self.config.ttl_steps
+        else:
+            keep = torch.ones_like(last, dtype=torch.bool)
+            excess = self.table.num_rows - self.config.max_rows
+            if excess > 0:
+                by_recency = torch.argsort(last, stable=True)
+                order = by_recency[torch.argsort(uses[by_recency], stable=True)]
+                keep[order[:excess]] = False
+        if not bool(keep.all()):
+            self.evicted += self.table.keep(keep)
+            self.generation += 1
+
+    # ---- state ----------------------------------------------------------------------------
+
+    def state(self, step: int) -> dict[str, Any]:
+        saved = self.table.export()
+        return {
+            "step": step,
+            "ids": saved.ids,
+            "params": saved.params,
+            "state": saved.state,
+            "optimizer": self.optimizer.name,
+        }
+
+    def restore(self, state: dict[str, Any]) -> int:
+        if state["optimizer"] != self.optimizer.name:
+            raise ValueError(
+                f"checkpoint holds {state['optimizer']} state, the job uses {self.optimizer.name}"
+            )
+        self.table.load(TableExport(state["ids"], state["params"], state["state"]))
+        step = int(state["step"])
+        self.clock.reset(step)
+        return step
+
+    # ---- the loop -------------------------------------------------------------------------
+
+    def _serve_worker(self, worker: int) -> None:
+        comm, dim = self.ctx.comm, self.config.dim
+        try:
+            while True:
+                header = recv_header(comm, worker)
+                if header.kind == Kind.STOP:
+                    break
+                if header.kind == Kind.PUSH:
+                    grads = torch.empty((header.count, dim), dtype=torch.float32)
+                    if header.count:
+                        comm.recv(grads, worker)
+                    self._push(worker, header.step, grads)
+                    continue
+                ids = torch.empty(header.count, dtype=torch.int64)
+                if header.count:
+                    comm.recv(ids, worker)
+                    comm.send(self._pull(worker, header, ids), worker)
+                elif header.kind == Kind.PULL:
+                    self._pull(worker, header, ids)
+        except BaseException as exc:
+            with self.cond:
+                self.errors.append(exc)
+        with self.cond:
+            self.finished += 1
+            self.cond.notify_all()
+
+    def serve(self) -> None:
+        """Serve every worker until each has sent STOP; re-raise the first failure."""
+        self.finished = 0
+        for w in self.workers:
+            name = f"param-server-worker-{w}"
+            threading.Thread(target=self._serve_worker, args=(w,), name=name, daemon=True).start()
+        with self.cond:
+            self.cond.wait_for(lambda: self.errors or self.finished == len(self.workers))
+            if self.errors:
+                raise self.errors[0]
+
+
+def run_server(ctx: RankContext, workers: list[int]) -> dict[str, Any]:
+    config = ctx.config
+    assert isinstance(config, ParamServerConfig)
+    server = ShardServer(ctx, workers)
+    resumed = ctx.load_checkpoint()
+    start = server.restore(resumed) if resumed is not None else 0
+    server.serve()
+    done = server.clock.applied if config.mode == "sync" else min(server.clock.pushed.values())
+    final = server.state(done)
+    ctx.save_checkpoint(done, final)
+    live = server.table.num_rows
+    exported = int(final["ids"].numel())
+    ctx.reporter.metrics(done, {"table_rows": live, "exported_rows": exported})
+    ctx.reporter.flush()
+    return {
+        "role": "server",
+        "start_step": start,
+        "steps": done,
+        "live_rows": live,
+        "exported_rows": exported,
+        "exported_shape": [exported, int(final["params"].shape[1])],
+        "preset_rows": config.preset_rows,
+        "range_changed": exported != config.preset_rows,
+        "resident_bytes": server.table.resident_bytes,
+        "row_payload_bytes": (config.dim + server.optimizer.slots(config.dim)) * 4,
+        "evicted_rows": server.evicted,
+        "bytes_sent": ctx.comm.stats.sent,
+        "bytes_received": ctx.comm.stats.received,
+    }

@@ -1,0 +1,266 @@
+"""The worker role: reads its share of the click log, pulls rows, trains the dense tower.
+
+Per step: deduplicate the batch's ids, split them by server (``shard_of``), PULL the rows, run
+forward and backward (autograd sums each unique id's gradient), all-reduce the dense gradient
+among the workers, PUSH the per-id gradients. In async mode the pulls of the next
+``staleness`` steps are already in flight while a step computes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from tessera_ml.algorithms.param_server.clicklog import ClickLog
+from tessera_ml.algorithms.param_server.hashing import shard_of
+from tessera_ml.algorithms.param_server.model import dense_tower, forward
+from tessera_ml.algorithms.param_server.spec import ParamServerConfig
+from tessera_ml.algorithms.param_server.wire import UNIQUE, Header, Kind, send_request
+from tessera_ml.comm.base import Communicator, Group, Work
+from tessera_ml.context import RankContext
+
+
+@dataclass
+class Pull:
+    """Rows requested from every server for one set of keys, possibly still in flight."""
+
+    keys: torch.Tensor
+    parts: list[tuple[int, torch.Tensor]]
+    replies: list[torch.Tensor]
+    works: list[Work]
+
+    def wait(self, dim: int) -> torch.Tensor:
+        for w in self.works:
+            w.wait()
+        out = torch.empty((self.keys.numel(), dim), dtype=torch.float32)
+        for (_, pos), reply in zip(self.parts, self.replies, strict=True):
+            out[pos] = reply
+        return out
+
+
+def request_rows(
+    comm: Communicator,
+    servers: list[int],
+    keys: torch.Tensor,
+    *,
+    kind: Kind,
+    step: int,
+    dim: int,
+    unique: bool,
+) -> Pull:
+    """Send each server the keys it owns and post the receives of its reply."""
+    shard = shard_of(keys, len(servers))
+    parts, replies, works = [], [], []
+    flags = UNIQUE if unique else 0
+    for s, server in enumerate(servers):
+        pos = (shard == s).nonzero().squeeze(1)
+        works += send_request(comm, server, Header(kind, step, pos.numel(), flags), keys[pos])
+        reply = torch.empty((pos.numel(), dim), dtype=torch.float32)
+        if pos.numel():
+            works.append(comm.irecv(reply, server))
+        parts.append((server, pos))
+        replies.append(reply)
+    return Pull(keys, parts, replies, works)
+
+
+def push_grads(comm: Communicator, pull: Pull, step: int, grads: torch.Tensor) -> list[Work]:
+    works: list[Work] = []
+    for server, pos in pull.parts:
+        works += send_request(comm, server, Header(Kind.PUSH, step, pos.numel()), grads[pos])
+    return works
+
+
+@dataclass
+class Batch:
+    labels: torch.Tensor
+    shape: tuple[int, int]
+    inverse: torch.Tensor | None
+    pull: Pull
+
+
+class Worker:
+    def __init__(self, ctx: RankContext, servers: list[int], group: Group) -> None:
+        config = ctx.config
+        assert isinstance(config, ParamServerConfig)
+        self.ctx, self.config, self.servers, self.group = ctx, config, servers, group
+        self.index = group.index(ctx.rank)
+        self.log = ClickLog(
+            num_fields=config.data.num_fields,
+            vocab=config.data.vocab,
+            zipf_a=config.data.zipf_a,
+            seed=config.seed,
+        )
+        self.model = dense_tower(config.data.num_fields, config.dim, config.hidden, config.seed)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.dense_lr)
+        self.params = [p for p in self.model.parameters()]
+
+    def _indices(self, step: int) -> torch.Tensor:
+        b, n = self.config.batch_size, self.group.size
+        start = (step * n + self.index) * b
+        idx = torch.arange(start, start + b, dtype=torch.int64)
+        total = self.config.data.train_samples
+        return idx % total if total else idx
+
+    def pull_batch(self, step: int) -> Batch:
+        ids, labels = self.log.samples(self._indices(step))
+        flat = ids.flatten()
+        inverse = None
+        if self.config.dedup:
+            flat, inverse = torch.unique(flat, return_inverse=True)
+        pull = request_rows(
+            self.ctx.comm,
+            self.servers,
+            flat,
+            kind=Kind.PULL,
+            step=step,
+            dim=self.config.dim,
+            unique=self.config.dedup,
+        )
+        return Batch(labels, (ids.shape[0], ids.shape[1]), inverse, pull)
+
+    def train_step(self, step: int, batch: Batch, stop: bool) -> tuple[float, bool, list[Work]]:
+        """One step; returns the mean loss over workers, whether to stop, the push works."""
+        leaf = batch.pull.wait(self.config.dim).requires_grad_(True)
+        emb = leaf if batch.inverse is None else leaf[batch.inverse]
+        logits = forward(self.model, emb.view(*batch.shape, self.config.dim))
+        loss = F.binary_cross_entropy_with_logits(logits, batch.labels)
+        self.optimizer.zero_grad(set_to_none=False)
+        loss.backward()
+        flat = torch.cat(
+            [p.grad.flatten() for p in self.params if p.grad is not None]
+            + [loss.detach().view(1), torch.tensor([float(stop)])]
+        )
+        self.ctx.comm.all_reduce(flat, group=self.group)
+        offset = 0
+        for p in self.params:
+            assert p.grad is not None
+            n = p.numel()
+            p.grad.copy_(flat[offset : offset + n].view_as(p)).div_(self.group.size)
+            offset += n
+        self.optimizer.step()
+        assert leaf.grad is not None
+        works = push_grads(self.ctx.comm, batch.pull, step, leaf.grad)
+        return float(flat[-2]) / self.group.size, bool(flat[-1] > 0), works
+
+    def evaluate(self, step: int) -> dict[str, float]:
+        """AUC and loss over the held-out samples, split among the workers."""
+        from sklearn.metrics import roc_auc_score
+
+        per = self.config.eval_samples // self.group.size
+        index = self.log.test_indices(per * self.group.size)[
+            self.index * per : (self.index + 1) * per
+        ]
+        ids, labels = self.log.samples(index)
+        keys, inverse = torch.unique(ids.flatten(), return_inverse=True)
+        pull = request_rows(
+            self.ctx.comm,
+            self.servers,
+            keys,
+            kind=Kind.LOOKUP,
+            step=step,
+            dim=self.config.dim,
+            unique=True,
+        )
+        emb = pull.wait(self.config.dim)[inverse].view(*ids.shape, self.config.dim)
+        with torch.no_grad():
+            scores = forward(self.model, emb)
+        truth = self.log.logits(ids)
+        local = torch.stack([scores, labels, truth])
+        gathered = torch.cat(self.ctx.comm.all_gather(local, group=self.group), dim=1)
+        scores, labels, truth = gathered[0], gathered[1], gathered[2]
+        if labels.min() == labels.max():
+            return {}
+        return {
+            "auc": float(roc_auc_score(labels.numpy(), scores.numpy())),
+            "ground_truth_auc": float(roc_auc_score(labels.numpy(), truth.numpy())),
+            "eval_loss": float(F.binary_cross_entropy_with_logits(scores, labels)),
+        }
+
+    def state(self, step: int) -> dict[str, Any]:
+        return {
+            "step": step,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+        }
+
+    def restore(self, state: dict[str, Any]) -> int:
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        return int(state["step"])
+
+
+def run_worker(ctx: RankContext, servers: list[int], group: Group) -> dict[str, Any]:
+    config = ctx.config
+    assert isinstance(config, ParamServerConfig)
+    worker = Worker(ctx, servers, group)
+    resumed = ctx.load_checkpoint()
+    start = worker.restore(resumed) if resumed is not None else 0
+    ahead = config.staleness if config.mode == "async" else 0
+    inflight: deque[Batch] = deque(
+        worker.pull_batch(s) for s in range(start, min(start + ahead + 1, config.steps))
+    )
+    pushes: list[Work] = []
+    lead = group.index(ctx.rank) == 0
+    step, loss, stopped = start, float("nan"), False
+    samples_per_step = config.batch_size * group.size
+    evaluation: dict[str, float] = {}
+    started = time.perf_counter()
+    while step < config.steps and not stopped:
+        t0 = time.perf_counter()
+        batch = inflight.popleft()
+        loss, stopped, new_pushes = worker.train_step(step, batch, ctx.stop.is_set())
+        for w in pushes:
+            w.wait()
+        pushes = new_pushes
+        following = step + ahead + 1
+        if not stopped and following < config.steps:
+            inflight.append(worker.pull_batch(following))
+        step += 1
+        elapsed = time.perf_counter() - t0
+        stats = ctx.comm.stats
+        values = {
+            "step_time_s": elapsed,
+            "bytes_sent": stats.sent,
+            "bytes_received": stats.received,
+        }
+        if lead:
+            values |= {"loss": loss, "throughput": samples_per_step / elapsed}
+        if config.eval_every and step % config.eval_every == 0 and step < config.steps:
+            evaluation = worker.evaluate(step)
+            if lead:
+                values |= {k: v for k, v in evaluation.items() if k != "ground_truth_auc"}
+        ctx.reporter.metrics(step - 1, values)
+        ctx.reporter.progress(step, config.steps)
+        if config.checkpoint_every and step % config.checkpoint_every == 0:
+            ctx.save_checkpoint(step, worker.state(step))
+    train_time = time.perf_counter() - started
+    for batch in inflight:
+        batch.pull.wait(config.dim)
+    for w in pushes:
+        w.wait()
+    if config.eval_samples >= group.size:
+        evaluation = worker.evaluate(step)
+        if lead and evaluation:
+            metrics = {k: v for k, v in evaluation.items() if k != "ground_truth_auc"}
+            ctx.reporter.metrics(step, metrics)
+    for server in servers:
+        for w in send_request(ctx.comm, server, Header(Kind.STOP, step, 0), None):
+            w.wait()
+    ctx.save_checkpoint(step, worker.state(step))
+    ctx.reporter.flush()
+    trained = step - start
+    return {
+        "role": "worker",
+        "start_step": start,
+        "steps": step,
+        "loss": loss,
+        **evaluation,
+        "samples_per_s": trained * samples_per_step / train_time if train_time > 0 else 0.0,
+        "bytes_sent": ctx.comm.stats.sent,
+        "bytes_received": ctx.comm.stats.received,
+    }
