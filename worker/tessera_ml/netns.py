@@ -30,6 +30,7 @@ PREFIX = "tsr"
 INTERFACE = "eth0"
 SUBNET = "10.213.0"
 NETNS_DIR = Path("/var/run/netns")
+HOST_ENV = "TESSERA_TESTBED_HOST"
 CLONE_NEWNET = 0x40000000
 _counter = itertools.count()
 
@@ -99,6 +100,13 @@ def own_link_bytes(interface: str = INTERFACE) -> LinkBytes:
             values = fields.split()
             return LinkBytes(sent=int(values[8]), received=int(values[0]))
     raise RuntimeError(f"no interface {interface} in this network namespace")
+
+
+def testbed_link_bytes() -> LinkBytes | None:
+    """Inside a testbed host (``TESSERA_TESTBED_HOST`` set): its link's counters; else None."""
+    if os.environ.get(HOST_ENV) is None:
+        return None
+    return own_link_bytes()
 
 
 def cleanup_stale() -> list[str]:

@@ -107,7 +107,10 @@ def run_world(
         placement = _placement(world_size, hosts, testbed)
         host = testbed.address(placement[0])
         namespaces = [testbed.namespace(h) for h in placement]
-        envs = [{**e, "GLOO_SOCKET_IFNAME": _testbed_interface()} for e in envs]
+        envs = [
+            {**e, "GLOO_SOCKET_IFNAME": _testbed_interface(), "TESSERA_TESTBED_HOST": str(h)}
+            for e, h in zip(envs, placement, strict=True)
+        ]
     elif hosts is not None:
         raise ValueError("hosts place ranks on a testbed; pass testbed= as well")
     procs = [
@@ -250,12 +253,15 @@ def run_algorithm(
     threads: int | Sequence[int] = 1,
     hosts: Sequence[int] | Literal["party"] | None = None,
     testbed: Testbed | None = None,
+    in_process: bool = False,
 ) -> list[RankOutcome]:
     """Run a registered algorithm as the platform would, on a real local gloo world.
 
     Plans the ranks from ``assignments`` exactly like the control plane, gives each rank a
     ``RankContext`` with a ``MemoryReporter``, and returns every rank's outcome in rank order.
     On a ``testbed``, ``hosts`` places ranks (``"party"``: one host per party).
+    ``in_process=True`` runs the ranks as threads over a ``LocalCommunicator`` instead: fast,
+    for protocol tests, but not a substitute for a real world.
     """
     from tessera_ml.registry import get_spec
     from tessera_ml.spec import Assignment
@@ -265,6 +271,22 @@ def run_algorithm(
         raise KeyError(f"no algorithm named {name!r}")
     cfg = spec.parse_config(config or {})
     plan = spec.make_plan([Assignment.model_validate(a) for a in assignments], cfg)
+    if in_process:
+        if testbed is not None:
+            raise ValueError("a testbed places processes; it cannot be used in_process")
+        from tessera_ml.comm.local import run_local
+
+        local: list[RankOutcome] = run_local(
+            _algorithm_rank,
+            len(plan),
+            name,
+            assignments,
+            config or {},
+            checkpoint_dir,
+            resume_from,
+            timeout_s=timeout_s,
+        )
+        return local
     outcomes: list[RankOutcome] = run_world(
         _algorithm_rank,
         len(plan),

@@ -1,0 +1,126 @@
+"""Both communicators run the same protocol with the same results and the same byte counts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from tessera_ml.comm.base import Communicator
+from tessera_ml.comm.local import LocalWorldBroken, run_local
+from tessera_ml.testing import run_world
+
+FLOAT = 4
+
+
+def _protocol(comm: Communicator) -> dict[str, Any]:
+    r, n = comm.rank, comm.world_size
+    summed = torch.full((10,), float(r + 1))
+    comm.all_reduce(summed)
+    biggest = torch.tensor([float(r)])
+    comm.all_reduce(biggest, "max")
+    mean = torch.full((6,), float(r))
+    comm.all_reduce(mean, "avg")
+    gathered = comm.all_gather(torch.tensor([r, r * 10]))
+    root = torch.arange(5, dtype=torch.float64) if r == 1 else torch.zeros(5, dtype=torch.float64)
+    comm.broadcast(root, 1)
+    pair = comm.new_group([0, 2], "pair")
+    in_pair = None
+    if r in pair.ranks:
+        t = torch.tensor([float(r)] * 3)
+        comm.all_reduce(t, group=pair)
+        in_pair = t.tolist()
+    comm.barrier()
+    nxt, prv = (r + 1) % n, (r - 1) % n
+    sending = comm.isend(torch.full((7,), float(r)), nxt)
+    got = torch.empty(7)
+    comm.recv(got, prv)
+    sending.wait()
+    work = comm.irecv(torch.empty(2, dtype=torch.int64), prv) if r else None
+    if r != n - 1:
+        comm.isend(torch.tensor([r, r], dtype=torch.int64), nxt).wait()
+    if work is not None:
+        work.wait()
+    if r == 0:
+        comm.send_object({"hello": [1, 2, 3]}, 2)
+    received = comm.recv_object(0) if r == 2 else None
+    names = comm.all_gather_object(f"rank{r}")
+    stats = comm.stats.snapshot()
+    return {
+        "summed": summed.tolist(),
+        "biggest": biggest.item(),
+        "mean": mean.tolist(),
+        "gathered": [g.tolist() for g in gathered],
+        "root": root.tolist(),
+        "in_pair": in_pair,
+        "got": got[0].item(),
+        "object": received,
+        "names": names,
+        "stats": {k: (dict(v) if isinstance(v, dict) else v) for k, v in stats.items()},
+    }
+
+
+def _check(results: list[dict[str, Any]]) -> None:
+    for r, out in enumerate(results):
+        assert out["summed"] == [6.0] * 10
+        assert out["biggest"] == 2.0
+        assert out["mean"] == [1.0] * 6
+        assert out["gathered"] == [[0, 0], [1, 10], [2, 20]]
+        assert out["root"] == [0.0, 1.0, 2.0, 3.0, 4.0]
+        assert out["got"] == float((r - 1) % 3)
+        assert out["names"] == ["rank0", "rank1", "rank2"]
+    assert results[0]["in_pair"] == results[2]["in_pair"] == [2.0] * 3
+    assert results[2]["object"] == {"hello": [1, 2, 3]}
+    s0, s1 = results[0]["stats"], results[1]["stats"]
+    # ring model: all-reduce moves 2(n-1)/n of the tensor per rank; all-gather (n-1) x
+    world_collectives = 2 * 2 * (10 + 1 + 6) * FLOAT // 3 + 2 * 2 * 8
+    assert s1["group_sent"]["world"] == world_collectives + 2 * 5 * 8 + _object_bytes(s1)
+    assert s0["group_recv"]["world"] == world_collectives + 5 * 8 + _object_bytes(s0)
+    assert s0["group_sent"]["pair"] == 2 * 1 * 3 * FLOAT // 2
+    assert s0["sent_to"][1] == 7 * FLOAT + 2 * 8
+    assert s0["sent_to"][2] > 8  # length + pickled payload
+    assert s1["recv_from"][0] == 7 * FLOAT + 2 * 8
+    assert s0["sent"] == sum(s0["sent_to"].values()) + sum(s0["group_sent"].values())
+
+
+def _object_bytes(stats: dict[str, Any]) -> int:
+    import pickle
+
+    return 2 * len(pickle.dumps("rank0"))
+
+
+def test_local_communicator_protocol_and_bytes() -> None:
+    _check(run_local(_protocol, 3))
+
+
+def test_torch_dist_communicator_matches_the_local_one() -> None:
+    real = run_world(_protocol, 3)
+    _check(real)
+    local = run_local(_protocol, 3)
+    assert [r["stats"] for r in real] == [r["stats"] for r in local]
+
+
+def _fails_at_rank_one(comm: Communicator) -> None:
+    if comm.rank == 1:
+        raise KeyError("rank one broke")
+    comm.recv(torch.empty(1), 1)
+
+
+def test_local_world_surfaces_the_first_real_error() -> None:
+    with pytest.raises(KeyError, match="rank one broke"):
+        run_local(_fails_at_rank_one, 3, timeout_s=10)
+
+
+def _mismatch(comm: Communicator) -> None:
+    if comm.rank == 0:
+        comm.send(torch.zeros(3), 1)
+    else:
+        comm.recv(torch.zeros(4), 0)
+
+
+def test_local_recv_checks_shape() -> None:
+    with pytest.raises(ValueError, match="expected"):
+        run_local(_mismatch, 2, timeout_s=10)
+    with pytest.raises(LocalWorldBroken, match="timed out"):
+        run_local(lambda c: c.recv(torch.zeros(1), 1 - c.rank), 2, timeout_s=0.5)
