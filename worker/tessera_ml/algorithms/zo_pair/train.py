@@ -52,6 +52,7 @@ def run(ctx: RankContext) -> dict[str, Any]:
     )
     x_test, y_test = table.x_test.to(ctx.device), table.y_test.to(ctx.device)
     start = _resume(ctx, proc)
+    initial = checksum(proc.model)
     reports_eval = ctx.slot.role_rank == 0
     examples_per_step = 2 * cfg.micro_batch * proc.num_pairs
     window_time, window_steps, done = 0.0, 0, start
@@ -101,6 +102,7 @@ def run(ctx: RankContext) -> dict[str, Any]:
     ctx.reporter.flush()
     return {
         "steps": done,
+        "initial_checksum": initial,
         "checksum": checksum(proc.model),
         "z_generations": proc.source.generations,
         "bytes_sent": ctx.comm.stats.sent,

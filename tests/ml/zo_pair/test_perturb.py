@@ -1,0 +1,115 @@
+"""The perturbation path on one process: W untouched, z from seeds, finite differences."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.func import functional_call
+
+from tessera_ml.algorithms.zo_pair.data import PairStream
+from tessera_ml.algorithms.zo_pair.model import build_mlp, per_input_loss
+from tessera_ml.algorithms.zo_pair.perturb import (
+    PerturbedForward,
+    ZSource,
+    apply_update,
+    unique_parameters,
+)
+from tessera_ml.algorithms.zo_pair.protocol import Schedule
+
+
+def _model(dtype: torch.dtype = torch.float32) -> nn.Module:
+    return build_mlp(6, [5, 4], 3, seed=3).to(dtype)
+
+
+def _materialised(
+    source: ZSource, model: nn.Module, seed: int, scale: float
+) -> dict[str, torch.Tensor]:
+    names = {id(p): n for n, p in model.named_parameters()}
+    return {
+        names[id(p)]: p.detach() + scale * source.draw(seed, i) for i, p in enumerate(source.params)
+    }
+
+
+def test_perturbed_forward_matches_materialised_weights_and_leaves_w_untouched() -> None:
+    model = _model()
+    source = ZSource(unique_parameters(model))
+    before = [(p.data_ptr(), p.detach().clone()) for p in source.params]
+    x = torch.randn(7, 6)
+    with PerturbedForward(model, source).at(seed=11, scale=-0.05) as perturbed:
+        out = perturbed(x)
+    reference = functional_call(model, _materialised(source, model, 11, -0.05), (x,))
+    assert torch.allclose(out, reference, rtol=0, atol=1e-6)
+    assert not torch.allclose(out, model(x).detach(), atol=1e-3)
+    for p, (ptr, value) in zip(source.params, before, strict=True):
+        assert p.data_ptr() == ptr and torch.equal(p.detach(), value)
+        assert isinstance(p, nn.Parameter)
+    assert all(isinstance(v, nn.Parameter) for m in model.modules() for v in m._parameters.values())
+
+
+def test_z_is_a_function_of_seed_and_parameter_only() -> None:
+    source = ZSource(unique_parameters(_model()))
+    assert torch.equal(source.draw(5, 2), source.draw(5, 2))
+    assert not torch.equal(source.draw(5, 2), source.draw(6, 2))
+    a, b = source.draw(5, 0), source.draw(5, 2)
+    assert not torch.equal(a.flatten()[:4], b.flatten()[:4])
+
+
+def test_central_difference_is_the_directional_derivative() -> None:
+    model = _model(torch.float64)
+    source = ZSource(unique_parameters(model))
+    forward = PerturbedForward(model, source)
+    x, y = torch.randn(2, 8, 6, dtype=torch.float64), torch.randint(0, 3, (2, 8))
+    eps = 1e-5
+
+    def losses(sign: float) -> torch.Tensor:
+        with forward.at(seed=4, scale=sign * eps) as m:
+            return per_input_loss(m(x.view(-1, 6)), y.view(-1), 2)
+
+    estimate = (losses(1.0) - losses(-1.0)) / (2 * eps)
+    for k in range(2):
+        model.zero_grad()
+        per_input_loss(model(x[k]), y[k], 1)[0].backward()
+        exact = sum(float((p.grad * source.draw(4, i)).sum()) for i, p in enumerate(source.params))
+        assert abs(float(estimate[k]) - exact) < 1e-6 * max(1.0, abs(exact))
+
+
+def test_two_z_generations_per_step_and_update_is_minus_lr_g_z() -> None:
+    model = _model()
+    source = ZSource(unique_parameters(model))
+    with PerturbedForward(model, source).at(seed=9, scale=0.01) as m:
+        m(torch.randn(4, 6))
+    assert source.generations == 1.0
+    expected = [p.detach() - 0.1 * 0.5 * source.draw(9, i) for i, p in enumerate(source.params)]
+    source.generated = 0
+    apply_update(source, [(9, 0.5)], lr=0.1)
+    assert source.generations == 1.0
+    for p, e in zip(source.params, expected, strict=True):
+        assert torch.allclose(p.detach(), e, rtol=0, atol=1e-7)
+
+
+def test_weight_decay_shrinks_matrices_only() -> None:
+    model = _model()
+    source = ZSource(unique_parameters(model))
+    before = [p.detach().clone() for p in source.params]
+    apply_update(source, [(1, 0.0)], lr=0.1, weight_decay=0.5)
+    for p, b in zip(source.params, before, strict=True):
+        assert torch.equal(p.detach(), b * 0.95 if p.dim() >= 2 else b)
+
+
+def test_schedule_warms_up_then_decays_to_zero() -> None:
+    cosine = Schedule(1.0, 110, "cosine", warmup_steps=10)
+    assert cosine.at(0) == 0.1 and cosine.at(9) == 1.0 and cosine.at(10) == 1.0
+    assert abs(cosine.at(110)) < 1e-12 and 0.4 < cosine.at(60) < 0.6
+    assert Schedule(2.0, 100, "linear").at(50) == 1.0
+    assert Schedule(2.0, 100).at(99) == 2.0
+
+
+def test_a_pair_reads_every_example_once_per_epoch_in_a_seeded_order() -> None:
+    x, y = torch.arange(40.0).view(20, 2), torch.arange(20)
+    stream = PairStream(x, y, pair=1, job_seed=3, micro_batch=5)
+    epoch = torch.cat([stream.inputs(s)[1].flatten() for s in range(2)])
+    assert sorted(epoch.tolist()) == list(range(20))
+    again = PairStream(x, y, pair=1, job_seed=3, micro_batch=5).inputs(1)
+    assert torch.equal(again[0], stream.inputs(1)[0])
+    other = PairStream(x, y, pair=0, job_seed=3, micro_batch=5).inputs(0)[1]
+    assert not torch.equal(other, stream.inputs(0)[1])
