@@ -7,7 +7,7 @@ from torch import nn
 from torch.func import functional_call
 
 from tessera_ml.algorithms.zo_pair.data import PairStream
-from tessera_ml.algorithms.zo_pair.model import build_mlp, per_input_loss
+from tessera_ml.algorithms.zo_pair.model import per_input_loss
 from tessera_ml.algorithms.zo_pair.perturb import (
     PerturbedForward,
     ZSource,
@@ -15,10 +15,14 @@ from tessera_ml.algorithms.zo_pair.perturb import (
     unique_parameters,
 )
 from tessera_ml.algorithms.zo_pair.protocol import Schedule
+from tessera_ml.models.zoo import build_model
 
 
 def _model(dtype: torch.dtype = torch.float32) -> nn.Module:
-    return build_mlp(6, [5, 4], 3, seed=3).to(dtype)
+    torch.manual_seed(3)
+    return build_model({"kind": "mlp", "hidden": [5, 4], "in_features": 6, "out_features": 3}).to(
+        dtype
+    )
 
 
 def _materialised(
@@ -63,12 +67,12 @@ def test_central_difference_is_the_directional_derivative() -> None:
 
     def losses(sign: float) -> torch.Tensor:
         with forward.at(seed=4, scale=sign * eps) as m:
-            return per_input_loss(m(x.view(-1, 6)), y.view(-1), 2)
+            return per_input_loss(m(x.view(-1, 6)), y.view(-1), "classification", 2)
 
     estimate = (losses(1.0) - losses(-1.0)) / (2 * eps)
     for k in range(2):
         model.zero_grad()
-        per_input_loss(model(x[k]), y[k], 1)[0].backward()
+        per_input_loss(model(x[k]), y[k], "classification", 1)[0].backward()
         exact = sum(float((p.grad * source.draw(4, i)).sum()) for i, p in enumerate(source.params))
         assert abs(float(estimate[k]) - exact) < 1e-6 * max(1.0, abs(exact))
 

@@ -8,10 +8,11 @@ import pytest
 import torch
 from torch.func import functional_call
 
-from tessera_ml.algorithms.zo_pair.model import build_mlp, per_input_loss
+from tessera_ml.algorithms.zo_pair.model import per_input_loss
 from tessera_ml.algorithms.zo_pair.perturb import ZSource, unique_parameters
 from tessera_ml.algorithms.zo_pair.protocol import PairProcessor, Schedule
 from tessera_ml.comm.base import Communicator
+from tessera_ml.models.zoo import build_model
 from tessera_ml.testing import run_world
 
 EPS, LR, STEPS, MB = 1e-2, 0.05, 3, 4
@@ -22,9 +23,14 @@ def _inputs(step: int, pair: int) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.randn(2, MB, 5, generator=gen), torch.randint(0, 3, (2, MB), generator=gen)
 
 
+def _model() -> torch.nn.Module:
+    torch.manual_seed(1)
+    return build_model({"kind": "mlp", "hidden": [6], "in_features": 5, "out_features": 3})
+
+
 def _processor(comm: Communicator | None, role_rank: int, n: int, directions: str) -> PairProcessor:
     return PairProcessor(
-        build_mlp(5, [6], 3, seed=1),
+        _model(),
         comm,  # type: ignore[arg-type]
         role_rank=role_rank,
         num_processors=n,
@@ -73,7 +79,7 @@ def _reference(n: int, directions: str) -> tuple[list[torch.Tensor], list[torch.
                     for k, p, zi in zip(names, model.parameters(), z, strict=True)
                 }
                 out = functional_call(model, weights, (x.view(-1, 5),))
-                side.append(per_input_loss(out, y.view(-1), 2).double())
+                side.append(per_input_loss(out, y.view(-1), "classification", 2).double())
             g = (side[0] - side[1]) / (2 * EPS)
             grads.append(g)
             moves.append((z, float(g.mean())))

@@ -56,7 +56,9 @@ def test_config_schema_describes_every_field_and_rejects_unknowns() -> None:
     with pytest.raises(ValidationError):
         spec.parse_config({"directions": "everywhere"})
     with pytest.raises(ValidationError):
-        spec.parse_config({"hidden": [0]})
+        spec.parse_config({"model": {"kind": "mlp", "hidden": [0]}})
+    with pytest.raises(ValidationError):
+        spec.parse_config({"dataset": "ftp:digits"})
     with pytest.raises(ValidationError):
         spec.parse_config({"learning_rate": 0.1})
 

@@ -1,4 +1,4 @@
-"""Party-local inputs for ``zo_pair``: a bundled or generated table, split and read in pairs.
+"""The inputs of a pair: its shard of the dataset, read two micro-batches per step.
 
 Each pair reads its own stream of inputs (two micro-batches per step) in an order derived from
 the job seed, the pair index and the epoch, so both processors of a pair read the same inputs
@@ -7,87 +7,28 @@ without exchanging anything.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
 import torch
 
-from tessera_ml.algorithms.zo_pair.seeds import data_seed, mix
-
-_BUNDLED = ("digits", "breast_cancer", "wine", "diabetes")
-
-
-@dataclass(frozen=True)
-class Table:
-    """Features (float32) and targets (int64 class ids, or float32 for regression)."""
-
-    x_train: torch.Tensor
-    y_train: torch.Tensor
-    x_test: torch.Tensor
-    y_test: torch.Tensor
-    num_classes: int
-    """0 for regression."""
-
-    @property
-    def num_features(self) -> int:
-        return int(self.x_train.shape[1])
+from tessera_ml.algorithms.zo_pair.seeds import data_seed
+from tessera_ml.context import RankContext
+from tessera_ml.data.partition import shard_dataset
+from tessera_ml.data.resolver import resolve
+from tessera_ml.data.tabular import Dataset
 
 
-def load_table(ref: str, *, seed: int, test_fraction: float) -> Table:
-    """``digits``, ``breast_cancer``, ``wine``, ``diabetes`` (scikit-learn) or ``synthetic``."""
-    name = ref.removeprefix("sklearn:")
-    if name == "synthetic":
-        x, y, classes = _synthetic(seed)
-    elif name in _BUNDLED:
-        x, y, classes = _bundled(name)
-    else:
-        raise ValueError(f"unknown dataset {ref!r} (known: {', '.join((*_BUNDLED, 'synthetic'))})")
-    order = np.random.default_rng(mix(7, seed)).permutation(len(x))
-    n_test = max(1, round(len(x) * test_fraction))
-    test, train = order[:n_test], order[n_test:]
-    mean, std = x[train].mean(0), x[train].std(0) + 1e-6
-    x = ((x - mean) / std).astype(np.float32)
-    ty = torch.int64 if classes else torch.float32
-    return Table(
-        torch.from_numpy(x[train]),
-        torch.from_numpy(y[train]).to(ty),
-        torch.from_numpy(x[test]),
-        torch.from_numpy(y[test]).to(ty),
-        classes,
-    )
+def pair_dataset(ctx: RankContext, default_ref: str) -> Dataset:
+    """This pair's shard of the training rows of the dataset its processors name.
 
-
-def restrict_classes(table: Table, classes: set[int]) -> Table:
-    """The same split keeping only examples whose label is in ``classes``."""
-    keep_train = torch.tensor([int(c) in classes for c in table.y_train])
-    keep_test = torch.tensor([int(c) in classes for c in table.y_test])
-    return Table(
-        table.x_train[keep_train],
-        table.y_train[keep_train],
-        table.x_test[keep_test],
-        table.y_test[keep_test],
-        table.num_classes,
-    )
-
-
-def _bundled(name: str) -> tuple[np.ndarray, np.ndarray, int]:
-    from sklearn import datasets
-
-    loader = getattr(datasets, f"load_{name}")
-    x, y = loader(return_X_y=True)
-    if name == "diabetes":
-        return x.astype(np.float64), ((y - y.mean()) / y.std()).astype(np.float32), 0
-    return x.astype(np.float64), y.astype(np.int64), int(y.max()) + 1
-
-
-def _synthetic(
-    seed: int, n: int = 2048, features: int = 16, classes: int = 4
-) -> tuple[np.ndarray, np.ndarray, int]:
-    rng = np.random.default_rng(mix(11, seed))
-    centers = rng.normal(0, 2.0, size=(classes, features))
-    y = rng.integers(0, classes, size=n)
-    x = centers[y] + rng.normal(0, 1.0, size=(n, features))
-    return x, y.astype(np.int64), classes
+    Pairs naming the same reference (an assignment's own, else the job's) split its training
+    rows between them, by row, in pair order; every pair keeps the whole test split.
+    """
+    processors = [s for s in ctx.plan if s.role == ctx.slot.role]
+    processors.sort(key=lambda s: s.role_rank)
+    firsts = processors[::2]
+    ref = ctx.slot.dataset or default_ref
+    sharing = [p for p in firsts if (p.dataset or default_ref) == ref]
+    index = next(i for i, p in enumerate(sharing) if p.role_rank == ctx.slot.role_rank // 2 * 2)
+    return shard_dataset(resolve(ref, ctx.data_root), index, len(sharing))
 
 
 class PairStream:

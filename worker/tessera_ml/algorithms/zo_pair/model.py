@@ -1,9 +1,8 @@
-"""The network ``zo_pair`` trains, its per-input losses, evaluation and checksums."""
+"""The network ``zo_pair`` trains: built from the model zoo, its per-input losses, checksums."""
 
 from __future__ import annotations
 
 import hashlib
-import itertools
 from pathlib import Path
 from typing import Any
 
@@ -11,17 +10,19 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from tessera_ml.data.tabular import Dataset, Task
+from tessera_ml.metrics import accuracy, auc
+from tessera_ml.models.zoo import build_model
 
-def build_mlp(num_features: int, hidden: list[int], num_outputs: int, *, seed: int) -> nn.Module:
-    """Linear layers with ReLU between them, initialised from ``seed`` (same on every rank)."""
+
+def make_model(spec: Any, data: Dataset, *, seed: int) -> nn.Module:
+    """The model a spec describes, initialised from ``seed`` (the same on every rank).
+
+    It stays in eval mode: both sides of a pair must evaluate the same deterministic function
+    (no dropout masks, no batch-norm statistics drifting apart between copies).
+    """
     torch.manual_seed(seed)
-    widths = [num_features, *hidden, num_outputs]
-    layers: list[nn.Module] = []
-    for i, (a, b) in enumerate(itertools.pairwise(widths)):
-        if i:
-            layers.append(nn.ReLU())
-        layers.append(nn.Linear(a, b))
-    return nn.Sequential(*layers)
+    return build_model(spec, dataset=data).eval()
 
 
 def load_weights(model: nn.Module, ref: str, device: torch.device) -> None:
@@ -42,23 +43,36 @@ def load_weights(model: nn.Module, ref: str, device: torch.device) -> None:
         raise ValueError(f"init_checkpoint {ref!r} does not fit the model: {exc}") from exc
 
 
-def per_input_loss(logits: torch.Tensor, target: torch.Tensor, num_inputs: int) -> torch.Tensor:
+def example_losses(out: torch.Tensor, target: torch.Tensor, task: Task) -> torch.Tensor:
+    """The loss of every example: cross-entropy, logistic or squared error."""
+    if task == "classification":
+        return F.cross_entropy(out, target, reduction="none")
+    if task == "binary":
+        return F.binary_cross_entropy_with_logits(
+            out.reshape(-1), target.reshape(-1).float(), reduction="none"
+        )
+    return F.mse_loss(out.reshape(-1), target.reshape(-1).float(), reduction="none")
+
+
+def per_input_loss(
+    out: torch.Tensor, target: torch.Tensor, task: Task, num_inputs: int
+) -> torch.Tensor:
     """Mean loss of each input (a micro-batch) of a batch made of ``num_inputs`` equal inputs."""
-    if target.dtype.is_floating_point:
-        each = F.mse_loss(logits.squeeze(-1), target, reduction="none")
-    else:
-        each = F.cross_entropy(logits, target, reduction="none")
-    return each.view(num_inputs, -1).mean(1)
+    return example_losses(out, target, task).view(num_inputs, -1).mean(1)
 
 
 @torch.no_grad()
-def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
-    """``eval_loss`` and, for classification, ``accuracy`` on a held-out set."""
-    out = model(x)
-    loss = float(per_input_loss(out, y, 1)[0])
-    result = {"eval_loss": loss}
-    if not y.dtype.is_floating_point:
-        result["accuracy"] = float((out.argmax(1) == y).float().mean())
+def evaluate(model: nn.Module, data: Dataset, device: torch.device) -> dict[str, float]:
+    """Test-split ``eval_loss``, plus ``accuracy`` (and ``auc`` if binary) unless regression."""
+    test = data.test
+    if test.y is None:
+        return {}
+    out = model(test.x.to(device)).cpu()
+    result = {"eval_loss": float(example_losses(out, test.y, data.task).mean())}
+    if data.task != "regression":
+        result["accuracy"] = accuracy(out, test.y)
+    if data.task == "binary":
+        result["auc"] = auc(out, test.y)
     return result
 
 

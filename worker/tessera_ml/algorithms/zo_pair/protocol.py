@@ -24,6 +24,7 @@ from tessera_ml.algorithms.zo_pair.perturb import (
 )
 from tessera_ml.algorithms.zo_pair.seeds import direction_seed
 from tessera_ml.comm.base import Communicator, Group
+from tessera_ml.data.tabular import Task
 
 INPUTS_PER_PROCESSOR = 2
 
@@ -71,6 +72,7 @@ class PairProcessor:
         schedule: Schedule,
         directions: Literal["shared", "per_pair"] = "shared",
         weight_decay: float = 0.0,
+        task: Task = "classification",
         group: Group | None = None,
     ) -> None:
         if num_processors < 2 or num_processors % 2:
@@ -87,6 +89,7 @@ class PairProcessor:
         self.schedule = schedule
         self.directions = directions
         self.weight_decay = weight_decay
+        self.task: Task = task
         self.source = ZSource(unique_parameters(model))
         self.forward = PerturbedForward(model, self.source)
 
@@ -99,8 +102,8 @@ class PairProcessor:
         num_inputs = x.shape[0]
         seed = self.seed_of_pair(step, self.pair)
         with self.forward.at(seed, self.sign * self.epsilon) as perturbed:
-            out = perturbed(x.reshape(-1, x.shape[-1]))
-            return per_input_loss(out, y.reshape(-1), num_inputs).float()
+            out = perturbed(x.flatten(0, 1))
+            return per_input_loss(out, y.flatten(0, 1), self.task, num_inputs).float()
 
     def step(self, step: int, x: torch.Tensor, y: torch.Tensor) -> StepResult:
         """``x``: the pair's inputs ``[2, micro_batch, features]``, ``y`` their targets."""

@@ -6,8 +6,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator
 
+from tessera_ml.data.refs import parse_ref
+from tessera_ml.models.spec import MLPSpec, ModelSpec
 from tessera_ml.spec import (
     AlgorithmConfig,
     AlgorithmSpec,
@@ -43,19 +45,16 @@ class ZoPairConfig(AlgorithmConfig):
         description="shared: one perturbation per step for all; per_pair: each pair its own, "
         "the update averaging the pairs' directions",
     )
-    hidden: list[int] = Field(
-        default_factory=lambda: [64],
-        max_length=16,
-        description="Hidden layer widths of the MLP (ReLU between layers)",
+    model: ModelSpec = Field(
+        default_factory=lambda: MLPSpec(hidden=[64]),
+        description="Model spec (kind mlp, cnn, click or custom); sizes come from the dataset. "
+        "Evaluated in eval mode: dropout off, batch-norm statistics frozen",
     )
     dataset: str = Field(
-        default="digits",
+        default="sklearn:digits",
         max_length=1024,
-        description="Dataset used when an assignment names none: digits, breast_cancer, wine, "
-        "diabetes, or synthetic",
-    )
-    test_fraction: float = Field(
-        default=0.2, gt=0, lt=1, description="Share of the dataset held out for evaluation"
+        description="Dataset reference used when an assignment names none; its training rows "
+        "are sharded over the pairs",
     )
     init_checkpoint: str | None = Field(
         default=None,
@@ -71,11 +70,11 @@ class ZoPairConfig(AlgorithmConfig):
         default=0, ge=0, description="Save a checkpoint every this many steps (0: only at the end)"
     )
 
-    @model_validator(mode="after")
-    def _check_hidden(self) -> ZoPairConfig:
-        if any(w < 1 or w > 65_536 for w in self.hidden):
-            raise ValueError("hidden widths must be between 1 and 65536")
-        return self
+    @field_validator("dataset")
+    @classmethod
+    def _dataset_ref(cls, value: str) -> str:
+        parse_ref(value)
+        return value
 
 
 @dataclass(frozen=True)

@@ -5,19 +5,21 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from tessera_ml.algorithms.zo_pair.data import PairStream, Table, load_table
-from tessera_ml.algorithms.zo_pair.model import build_mlp, checksum, evaluate, load_weights
+import torch
+
+from tessera_ml.algorithms.zo_pair.data import PairStream, pair_dataset
+from tessera_ml.algorithms.zo_pair.model import checksum, evaluate, load_weights, make_model
 from tessera_ml.algorithms.zo_pair.protocol import PairProcessor, Schedule
 from tessera_ml.algorithms.zo_pair.spec import PROCESSOR, ZoPairConfig
 from tessera_ml.context import RankContext
+from tessera_ml.data.tabular import Dataset
 
 
-def build_processor(ctx: RankContext, table: Table) -> PairProcessor:
+def build_processor(ctx: RankContext, data: Dataset) -> PairProcessor:
     """The model (fresh, or from ``init_checkpoint``) wrapped in this rank's pair protocol."""
     cfg = ctx.config
     assert isinstance(cfg, ZoPairConfig)
-    outputs = table.num_classes or 1
-    model = build_mlp(table.num_features, cfg.hidden, outputs, seed=cfg.seed).to(ctx.device)
+    model = make_model(cfg.model, data, seed=cfg.seed).to(ctx.device)
     if cfg.init_checkpoint:
         load_weights(model, cfg.init_checkpoint, ctx.device)
     processors = ctx.ranks_of(PROCESSOR)
@@ -32,6 +34,7 @@ def build_processor(ctx: RankContext, table: Table) -> PairProcessor:
         schedule=Schedule(cfg.lr, cfg.steps, cfg.lr_schedule, cfg.warmup_steps),
         directions=cfg.directions,
         weight_decay=cfg.weight_decay,
+        task=data.task,
         group=group,
     )
 
@@ -39,20 +42,19 @@ def build_processor(ctx: RankContext, table: Table) -> PairProcessor:
 def run(ctx: RankContext) -> dict[str, Any]:
     cfg = ctx.config
     assert isinstance(cfg, ZoPairConfig)
-    table = load_table(
-        ctx.slot.dataset or cfg.dataset, seed=cfg.seed, test_fraction=cfg.test_fraction
-    )
-    proc = build_processor(ctx, table)
+    data = pair_dataset(ctx, cfg.dataset)
+    if data.train.y is None:
+        raise ValueError(f"rank {ctx.rank}: dataset {data.name} has no labels to train on")
+    proc = build_processor(ctx, data)
     stream = PairStream(
-        table.x_train.to(ctx.device),
-        table.y_train.to(ctx.device),
+        data.train.x.to(ctx.device),
+        data.train.y.to(ctx.device),
         pair=proc.pair,
         job_seed=cfg.seed,
         micro_batch=cfg.micro_batch,
     )
-    x_test, y_test = table.x_test.to(ctx.device), table.y_test.to(ctx.device)
     start = _resume(ctx, proc)
-    initial = checksum(proc.model)
+    initial = _agree_on_start(proc)
     reports_eval = ctx.slot.role_rank == 0
     examples_per_step = 2 * cfg.micro_batch * proc.num_pairs
     window_time, window_steps, done = 0.0, 0, start
@@ -90,12 +92,12 @@ def run(ctx: RankContext) -> dict[str, Any]:
             ctx.reporter.progress(done, cfg.steps)
             window_time, window_steps = 0.0, 0
         if reports_eval and cfg.eval_every and done % cfg.eval_every == 0:
-            last_eval, evaluated_at = evaluate(proc.model, x_test, y_test), done
+            last_eval, evaluated_at = evaluate(proc.model, data, ctx.device), done
             ctx.reporter.metrics(done, last_eval)
         if cfg.checkpoint_every and done % cfg.checkpoint_every == 0 and done < cfg.steps:
             _save(ctx, proc, done)
     if reports_eval and evaluated_at != done:
-        last_eval = evaluate(proc.model, x_test, y_test)
+        last_eval = evaluate(proc.model, data, ctx.device)
         ctx.reporter.metrics(done, last_eval)
     _save(ctx, proc, done)
     ctx.reporter.progress(done, cfg.steps)
@@ -108,6 +110,19 @@ def run(ctx: RankContext) -> dict[str, Any]:
         "bytes_sent": ctx.comm.stats.sent,
         **last_eval,
     }
+
+
+def _agree_on_start(proc: PairProcessor) -> str:
+    """Every copy must start bit-identical (once per job: 32 bytes from each processor)."""
+    digest = checksum(proc.model)
+    mine = torch.frombuffer(bytearray.fromhex(digest), dtype=torch.uint8)
+    others = proc.comm.all_gather(mine, proc.group)
+    if any(not torch.equal(mine, other) for other in others):
+        raise ValueError(
+            "the processors' initial weights differ: the model (or its checkpoint) is not "
+            "the same on every rank"
+        )
+    return digest
 
 
 def _save(ctx: RankContext, proc: PairProcessor, done: int) -> None:
