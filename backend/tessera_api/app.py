@@ -21,7 +21,7 @@ API_PREFIX = "/api/v1"
 
 
 def operation_id(route: APIRoute) -> str:
-    return f"{route.tags[0]}-{route.name}"
+    return f"{route.tags[0]}-{route.name}" if route.tags else route.name
 
 
 def api_router() -> APIRouter:

@@ -49,7 +49,7 @@ def _audit(
         session,
         job_id=job_id,
         kind=f"{entity}.status",
-        data={"id": entity_id, "from": before, "to": after, "reason": reason},
+        data={"entity_id": entity_id, "from": before, "to": after, "reason": reason},
     )
 
 

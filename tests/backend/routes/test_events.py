@@ -1,0 +1,64 @@
+"""The events stream: status changes and metric summaries, resumable by id."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+from tests.backend.factories import ADMIN, API, report, running_job
+
+
+def parse(text: str) -> list[dict[str, Any]]:
+    events = []
+    for block in text.split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines() if ": " in line)
+        if "id" in fields:
+            events.append(
+                {"id": int(fields["id"]), "event": fields["event"], **json.loads(fields["data"])}
+            )
+    return events
+
+
+def test_stream_serves_status_and_metrics_and_resumes(client: TestClient) -> None:
+    job = running_job(client)
+    point = {"rank": 0, "name": "loss", "step": 3, "value": 0.5}
+    client.post(
+        f"{API}/jobs/{job.id}/metrics",
+        json={"task_id": job.alice_task, "points": [point]},
+        headers=job.alice.auth,
+    )
+    response = client.get(f"{API}/jobs/{job.id}/events?once=true", headers=job.bob.auth)
+    assert response.headers["content-type"].startswith("text/event-stream")
+    events = parse(response.text)
+    job_moves = [(e["from"], e["to"]) for e in events if e["event"] == "job.status"]
+    assert job_moves == [(None, "pending"), ("pending", "queued"), ("queued", "running")]
+    [metrics] = [e for e in events if e["event"] == "metrics"]
+    assert metrics["last"] == {"loss": 0.5} and metrics["last_step"] == 3
+    ids = [e["id"] for e in events]
+    assert ids == sorted(ids)
+    report(client, job.alice, job.alice_task, status="failed", reason="boom")
+    rest = client.get(
+        f"{API}/jobs/{job.id}/events", headers={**ADMIN, "Last-Event-ID": str(ids[-1])}
+    )
+    later = parse(rest.text)
+    assert later and min(e["id"] for e in later) > ids[-1]
+    assert ("running", "failed") in [(e.get("from"), e.get("to")) for e in later]
+
+
+def test_stream_of_a_live_job_ends_at_its_timeout(client: TestClient) -> None:
+    job = running_job(client)
+    response = client.get(f"{API}/jobs/{job.id}/events?timeout_s=0.3", headers=ADMIN)
+    assert response.status_code == 200
+    assert parse(response.text)[-1]["to"] in {"running", "assigned"}
+
+
+def test_stream_needs_a_role_in_the_job(client: TestClient) -> None:
+    job = running_job(client)
+    from tests.backend.factories import create_party
+
+    stranger = create_party(client)
+    response = client.get(f"{API}/jobs/{job.id}/events?once=true", headers=stranger.auth)
+    assert response.status_code == 403
+    assert response.headers["content-type"].startswith("application/problem+json")

@@ -1,0 +1,175 @@
+"""Who may call what: every route against admin, own party, other party and no token."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from tessera_api.app import create_app
+from tessera_api.models import Base
+from tessera_api.settings import Settings
+from tests.backend.conftest import ADMIN_TOKEN, SPECS
+from tests.backend.factories import ADMIN, API, RunningJob, create_party, running_job
+
+SHA = "0" * 64
+OK, DENIED = True, False
+
+# (method, path, body, admin, own party, other party); paths are formatted with the world.
+ROUTES: list[tuple[str, str, Callable[[RunningJob], Any] | None, bool, bool, bool]] = [
+    ("GET", "/version", None, OK, OK, OK),
+    ("GET", "/algorithms", None, OK, OK, OK),
+    ("GET", "/algorithms/{name}", None, OK, OK, OK),
+    ("POST", "/parties", lambda w: {"name": f"new-{w.id[:8]}"}, OK, DENIED, DENIED),
+    ("GET", "/parties", None, OK, OK, OK),
+    ("GET", "/parties/{party}", None, OK, OK, DENIED),
+    ("PATCH", "/parties/{party}", lambda w: {"description": "d"}, OK, DENIED, DENIED),
+    ("POST", "/parties/{party}/disable", None, OK, DENIED, DENIED),
+    (
+        "POST",
+        "/workers",
+        lambda w: {"hostname": "h9", "cpu_count": 1, "memory_bytes": 1},
+        DENIED,
+        OK,
+        OK,
+    ),
+    ("GET", "/workers", None, OK, OK, OK),
+    ("POST", "/workers/{worker}/heartbeat", lambda w: {"running_tasks": []}, DENIED, OK, DENIED),
+    (
+        "POST",
+        "/jobs",
+        lambda w: {
+            "name": "j",
+            "algorithm": "solo",
+            "assignments": [{"party": w.alice.name, "role": "trainer"}],
+        },
+        OK,
+        OK,
+        DENIED,
+    ),
+    ("GET", "/jobs", None, OK, OK, OK),
+    ("GET", "/jobs/{job}", None, OK, OK, DENIED),
+    ("DELETE", "/jobs/{job}", None, OK, OK, DENIED),
+    ("POST", "/jobs/{job}/cancel", None, OK, OK, DENIED),
+    ("POST", "/jobs/{job}/retry", None, OK, OK, DENIED),
+    ("GET", "/jobs/{job}/transitions", None, OK, OK, DENIED),
+    ("GET", "/tasks/{task}", None, OK, OK, DENIED),
+    (
+        "POST",
+        "/tasks/{task}/rendezvous",
+        lambda w: {"host": "h", "port": 29500},
+        DENIED,
+        OK,
+        DENIED,
+    ),
+    ("POST", "/tasks/{task}/status", lambda w: {"status": "running"}, DENIED, OK, DENIED),
+    (
+        "POST",
+        "/jobs/{job}/metrics",
+        lambda w: {
+            "task_id": w.alice_task,
+            "points": [{"rank": 0, "name": "loss", "step": 1, "value": 1}],
+        },
+        OK,
+        OK,
+        DENIED,
+    ),
+    ("GET", "/jobs/{job}/metrics", None, OK, OK, DENIED),
+    (
+        "POST",
+        "/jobs/{job}/logs",
+        lambda w: {"task_id": w.alice_task, "lines": [{"rank": 0, "message": "hi"}]},
+        OK,
+        OK,
+        DENIED,
+    ),
+    ("GET", "/jobs/{job}/logs", None, OK, OK, DENIED),
+    (
+        "POST",
+        "/jobs/{job}/checkpoints",
+        lambda w: {
+            "task_id": w.alice_task,
+            "rank": 0,
+            "step": 5,
+            "uri": "u",
+            "size": 1,
+            "sha256": SHA,
+        },
+        OK,
+        OK,
+        DENIED,
+    ),
+    ("GET", "/jobs/{job}/checkpoints", None, OK, OK, DENIED),
+    ("GET", "/jobs/{job}/events?once=true", None, OK, OK, DENIED),
+]
+
+
+@pytest.fixture(scope="module")
+def matrix_client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestClient]:
+    """One app for the whole matrix; each cell builds its own world in it."""
+    home = tmp_path_factory.mktemp("matrix")
+    settings = Settings(home=home, database_url=f"sqlite:///{home / 'db'}", admin_token=ADMIN_TOKEN)
+    app = create_app(settings, specs=SPECS)
+    Base.metadata.create_all(app.state.engine)
+    with TestClient(app) as client:
+        yield client
+    app.state.engine.dispose()
+
+
+def call(client: TestClient, route: tuple[Any, ...], world: RunningJob, headers: Any) -> Any:
+    method, path, body = route[:3]
+    url = API + path.format(
+        name="solo",
+        party=world.alice.name,
+        worker=world.alice_worker,
+        job=world.id,
+        task=world.alice_task,
+    )
+    return client.request(method, url, json=body(world) if body else None, headers=headers)
+
+
+@pytest.mark.parametrize("who", ["admin", "own", "other", "none"])
+@pytest.mark.parametrize("route", ROUTES, ids=[f"{r[0]} {r[1]}" for r in ROUTES])
+def test_route_access(matrix_client: TestClient, route: tuple[Any, ...], who: str) -> None:
+    world = running_job(matrix_client)
+    stranger = create_party(matrix_client)
+    headers = {"admin": ADMIN, "own": world.alice.auth, "other": stranger.auth, "none": {}}[who]
+    allowed = {"admin": route[3], "own": route[4], "other": route[5], "none": False}[who]
+    response = call(matrix_client, route, world, headers)
+    if allowed:
+        assert response.status_code < 400 or response.status_code == 409, response.text
+    else:
+        assert response.status_code == (401 if who == "none" else 403), response.text
+        assert response.headers["content-type"].startswith("application/problem+json")
+
+
+def test_every_route_is_in_the_matrix(sqlite_client: TestClient) -> None:
+    app: Any = sqlite_client.app
+    names = {
+        "{party}": "{name}",
+        "{worker}": "{worker_id}",
+        "{job}": "{job_id}",
+        "{task}": "{task_id}",
+    }
+    listed = {("GET", f"{API}/health")}
+    for method, path, *_ in ROUTES:
+        for short, full in names.items():
+            path = path.replace(short, full)
+        listed.add((method, API + path.split("?")[0]))
+    served = {
+        (method.upper(), path) for path, item in app.openapi()["paths"].items() for method in item
+    }
+    assert served == listed
+
+
+def test_health_needs_no_token(sqlite_client: TestClient) -> None:
+    assert sqlite_client.get(f"{API}/health").json() == {"status": "ok"}
+
+
+def test_malformed_bearer_is_refused(sqlite_client: TestClient) -> None:
+    for header in ({"Authorization": "Basic abc"}, {"Authorization": "Bearer nope"}):
+        response = sqlite_client.get(f"{API}/jobs", headers=header)
+        assert response.status_code == 401
+        assert response.json()["code"] in {"unauthenticated", "invalid_token"}
