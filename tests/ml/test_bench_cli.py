@@ -1,0 +1,43 @@
+"""``tessera bench``: argument errors, and a tiny real ``ddp`` run written as JSON."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tessera_ml.bench.cli import available, main
+
+
+def test_unknown_algorithm_lists_the_known_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["nope"]) == 2
+    err = capsys.readouterr().err
+    assert "no benchmark for 'nope'" in err and "ddp" in err
+    assert "ddp" in available()
+
+
+def test_bad_options_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ddp", "--set", "steps"]) == 2
+    assert "KEY=VALUE" in capsys.readouterr().err
+    assert main(["ddp", "--set", "colour=red"]) == 2
+    assert "no --set colour" in capsys.readouterr().err
+    assert main(["ddp", "--model", "resnet"]) == 2
+    assert main(["--help"]) == 0
+
+
+def test_ddp_bench_runs_both_sides_and_writes_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "ddp.json"
+    code = main(["ddp", "--quick", "--set", "steps=8", "--set", "ranks=2", "--json", str(out)])
+    assert code == 0
+    document = json.loads(out.read_text())
+    assert document["algorithm"] == "ddp"
+    assert document["params"]["steps"] == 8 and document["params"]["ranks"] == 2
+    results = document["results"]
+    assert 0.0 <= results["accuracy"] <= 1.0 and 0.0 <= results["single_accuracy"] <= 1.0
+    params = 64 * 64 + 64 + 64 * 10 + 10
+    assert results["bytes_sent_per_step"] == params * 4  # 2(n-1)/n of the gradient, n = 2
+    assert results["step_time_s"] > 0 and results["single_step_time_s"] > 0
+    assert "bytes_sent_per_step" in capsys.readouterr().out
