@@ -124,3 +124,19 @@ def test_local_recv_checks_shape() -> None:
         run_local(_mismatch, 2, timeout_s=10)
     with pytest.raises(LocalWorldBroken, match="timed out"):
         run_local(lambda c: c.recv(torch.zeros(1), 1 - c.rank), 2, timeout_s=0.5)
+
+
+def _on_device(comm: Communicator) -> tuple[str, float, Any]:
+    t = torch.ones(4, device=comm.device) * (comm.rank + 1)
+    comm.all_reduce(t)
+    return str(comm.device), float(t.sum().cpu()), comm.all_gather_object(comm.rank)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the NCCL path needs a CUDA GPU")
+def test_nccl_world_keeps_tensors_on_each_rank_gpu() -> None:
+    n = min(2, torch.cuda.device_count())
+    results = run_world(_on_device, n, backend="nccl")
+    for rank, (device, total, everyone) in enumerate(results):
+        assert device == f"cuda:{rank}"
+        assert total == 4 * n * (n + 1) / 2
+        assert everyone == list(range(n))

@@ -51,6 +51,7 @@ def _rank_main(
     threads: int,
     env: dict[str, str],
     netns: str | None = None,
+    backend: str = "gloo",
 ) -> None:
     if netns is not None:
         from tessera_ml.netns import enter_namespace
@@ -65,8 +66,16 @@ def _rank_main(
     torch.set_num_threads(threads)
     try:
         store = dist.TCPStore(host, port, world_size, is_master=(rank == 0), timeout=_TIMEOUT)
+        device = None
+        if backend == "nccl":
+            device = torch.device("cuda", rank % torch.cuda.device_count())
         comm = TorchDistCommunicator.init(
-            rank=rank, world_size=world_size, store=store, backend="gloo", timeout_s=120
+            rank=rank,
+            world_size=world_size,
+            store=store,
+            backend=backend,
+            timeout_s=120,
+            device=device,
         )
         try:
             out = fn(comm, *args)
@@ -90,12 +99,14 @@ def run_world(
     env: dict[str, str] | None = None,
     hosts: Sequence[int] | None = None,
     testbed: Testbed | None = None,
+    backend: str = "gloo",
 ) -> list[Any]:
     """Run ``fn(comm, *args)`` on ``world_size`` gloo ranks; return results by rank.
 
     ``fn`` and ``args`` must be picklable (a module-level function). ``threads`` sets
     ``torch.set_num_threads`` per rank (one value, or one per rank). With a started
     ``testbed``, ``hosts[r]`` is the simulated host of rank ``r`` (default: one rank per host).
+    ``backend="nccl"`` puts rank ``r`` on GPU ``r % device_count`` (``comm.device``).
     """
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
@@ -127,6 +138,7 @@ def run_world(
                 per_rank[r],
                 envs[r],
                 namespaces[r],
+                backend,
             ),
             daemon=True,
         )
@@ -224,6 +236,7 @@ def _algorithm_rank(
         plan=plan,
         config=cfg,
         comm=comm,
+        device=comm.device,
         reporter=reporter,
         checkpoint_dir=Path(checkpoint_dir) if checkpoint_dir else None,
         resume_from=Path(resume_from) if resume_from else None,

@@ -107,6 +107,8 @@ class Communicator(ABC):
     rank: int
     world_size: int
     stats: ByteStats
+    device: torch.device = torch.device("cpu")
+    """Where tensors handed to this communicator must live (a CUDA device under NCCL)."""
 
     @property
     @abstractmethod
@@ -152,16 +154,16 @@ class Communicator(ABC):
 
     def send_object(self, obj: Any, dst: int) -> None:
         """A picklable object to one peer: length then payload (two messages)."""
-        payload = _to_bytes(obj)
-        self.send(torch.tensor([payload.numel()], dtype=torch.int64), dst)
+        payload = _to_bytes(obj).to(self.device)
+        self.send(torch.tensor([payload.numel()], dtype=torch.int64, device=self.device), dst)
         self.send(payload, dst)
 
     def recv_object(self, src: int) -> Any:
-        length = torch.zeros(1, dtype=torch.int64)
+        length = torch.zeros(1, dtype=torch.int64, device=self.device)
         self.recv(length, src)
-        payload = torch.empty(int(length.item()), dtype=torch.uint8)
+        payload = torch.empty(int(length.item()), dtype=torch.uint8, device=self.device)
         self.recv(payload, src)
-        return _from_bytes(payload)
+        return _from_bytes(payload.cpu())
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources; the default has none."""

@@ -19,6 +19,17 @@ _OPS = {
 }
 
 
+def comm_device(backend: str, device: torch.device | None) -> torch.device:
+    """The device collectives run on: the rank's GPU for NCCL, the CPU for gloo."""
+    if backend != "nccl":
+        return torch.device("cpu")
+    if device is not None and device.type == "cuda":
+        return device
+    if not torch.cuda.is_available():
+        raise RuntimeError("the NCCL backend needs a CUDA device, and none is visible")
+    return torch.device("cuda", torch.cuda.current_device())
+
+
 class _CountedWork:
     def __init__(self, work: Any) -> None:
         self._work = work
@@ -28,9 +39,13 @@ class _CountedWork:
 
 
 class TorchDistCommunicator(Communicator):
-    """Wraps the default process group, which the caller (launcher or test) initialised."""
+    """Wraps the default process group, which the caller (launcher or test) initialised.
 
-    def __init__(self) -> None:
+    Under NCCL every tensor must live on this rank's CUDA device (``self.device``); under gloo
+    on the CPU.
+    """
+
+    def __init__(self, device: torch.device | None = None) -> None:
         if not dist.is_initialized():
             raise RuntimeError("torch.distributed is not initialised")
         self.rank = dist.get_rank()
@@ -38,6 +53,7 @@ class TorchDistCommunicator(Communicator):
         self.stats = ByteStats()
         self._world = Group("world", tuple(range(self.world_size)), None)
         self.backend = str(dist.get_backend())
+        self.device = comm_device(self.backend, device)
 
     @classmethod
     def init(
@@ -52,6 +68,9 @@ class TorchDistCommunicator(Communicator):
     ) -> TorchDistCommunicator:
         """Initialise the default process group from a rendezvous store and wrap it."""
         kwargs: dict[str, Any] = {}
+        if backend == "nccl":
+            device = comm_device(backend, device)
+            torch.cuda.set_device(device)
         if device is not None and device.type == "cuda":
             kwargs["device_id"] = device
         dist.init_process_group(
@@ -62,7 +81,7 @@ class TorchDistCommunicator(Communicator):
             timeout=timedelta(seconds=timeout_s),
             **kwargs,
         )
-        return cls()
+        return cls(device)
 
     @property
     def world(self) -> Group:
