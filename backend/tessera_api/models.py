@@ -189,7 +189,10 @@ class Task(Base):
 
 class MetricPoint(Base):
     __tablename__ = "metric_points"
-    __table_args__ = (Index("ix_metric_points_series", "attempt_id", "name", "step"),)
+    # Covering: a series' step range is read from the index alone.
+    __table_args__ = (
+        Index("ix_metric_points_series_steps", "attempt_id", "name", "rank", "step", "value"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     attempt_id: Mapped[str] = mapped_column(ForeignKey("attempts.id", ondelete="CASCADE"))
@@ -198,6 +201,23 @@ class MetricPoint(Base):
     step: Mapped[int] = mapped_column(BigInteger)
     value: Mapped[float] = mapped_column(Float)
     time: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class MetricSeries(Base):
+    """One (attempt, name, rank) series with its extent, kept current by ingest."""
+
+    __tablename__ = "metric_series"
+    __table_args__ = (UniqueConstraint("attempt_id", "name", "rank"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    attempt_id: Mapped[str] = mapped_column(ForeignKey("attempts.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(String(128))
+    rank: Mapped[int] = mapped_column(Integer)
+    count: Mapped[int] = mapped_column(BigInteger)
+    min_step: Mapped[int] = mapped_column(BigInteger)
+    max_step: Mapped[int] = mapped_column(BigInteger)
+    last_value: Mapped[float] = mapped_column(Float)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow, onupdate=utcnow)
 
 
 class LogLine(Base):

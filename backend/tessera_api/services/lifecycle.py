@@ -82,6 +82,31 @@ def set_queued_reason(session: Session, *, job_id: str, reason: str) -> None:
         session.flush()
 
 
+def queued_jobs(session: Session, *, limit: int = 100) -> list[Job]:
+    """Queued jobs in the order a scheduler should try them: priority, then age."""
+    rows = session.scalars(
+        select(Job)
+        .where(Job.status == JobStatus.queued.value)
+        .order_by(Job.priority.desc(), Job.created_at, Job.id)
+        .limit(limit)
+    ).all()
+    return list(rows)
+
+
+def fail_queued(session: Session, *, job_id: str, code: str, reason: str) -> Job:
+    """A queued job that can never be placed fails with its attempt (e.g. no such device)."""
+    job = load_job(session, job_id=job_id)
+    if JobStatus(job.status) is not JobStatus.queued:
+        raise conflict("illegal_transition", f"job {job_id} is {job.status}, not queued")
+    attempt = current_attempt(job)
+    move_attempt(
+        session, attempt=attempt, to=AttemptStatus.failed, reason=reason, failure_code=code
+    )
+    move_job(session, job=job, to=JobStatus.failed, reason=reason)
+    session.flush()
+    return job
+
+
 def start_attempt(session: Session, *, job_id: str, placements: Sequence[Placement]) -> Attempt:
     """Create one task per placement and move the queued job and its attempt to running."""
     job = load_job(session, job_id=job_id)

@@ -1,8 +1,9 @@
 """Metric series queries with server-side downsampling.
 
-A series is one (name, rank). When a series has more points than asked for in the step range,
-its steps are cut into ``max_points`` equal buckets and each bucket becomes one point (mean, min,
-max, count, last step): a single grouped scan over the (attempt, name, step) index.
+A series is one (name, rank); its extent comes from ``metric_series``, kept by ingest. When a
+series has more points than asked for, the asked step range is cut into ``max_points`` equal
+buckets and each bucket becomes one point (mean, min, max, count, last step): one grouped scan of
+the covering (attempt, name, rank, step, value) index.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from sqlalchemy import BigInteger, ColumnElement, cast, func, literal, select
 from sqlalchemy.orm import Session
 
-from tessera_api.models import MetricPoint
+from tessera_api.models import MetricPoint, MetricSeries
 from tessera_api.schemas import Series, SeriesPoint
 
 
@@ -26,37 +27,30 @@ def query_series(
     step_max: int | None,
     max_points: int,
 ) -> list[Series]:
-    base = [MetricPoint.attempt_id == attempt_id]
+    chosen = select(MetricSeries).where(MetricSeries.attempt_id == attempt_id)
     if names:
-        base.append(MetricPoint.name.in_(names))
+        chosen = chosen.where(MetricSeries.name.in_(names))
     if rank is not None:
-        base.append(MetricPoint.rank == rank)
-    if step_min is not None:
-        base.append(MetricPoint.step >= step_min)
-    if step_max is not None:
-        base.append(MetricPoint.step <= step_max)
-    stats = session.execute(
-        select(
-            MetricPoint.name,
-            MetricPoint.rank,
-            func.count(),
-            func.min(MetricPoint.step),
-            func.max(MetricPoint.step),
-        )
-        .where(*base)
-        .group_by(MetricPoint.name, MetricPoint.rank)
-        .order_by(MetricPoint.name, MetricPoint.rank)
-    ).all()
+        chosen = chosen.where(MetricSeries.rank == rank)
     result: list[Series] = []
-    for name, series_rank, count, lo, hi in stats:
-        where = [*base, MetricPoint.name == name, MetricPoint.rank == series_rank]
-        if count <= max_points:
+    for s in session.scalars(chosen.order_by(MetricSeries.name, MetricSeries.rank)):
+        lo = s.min_step if step_min is None else max(step_min, s.min_step)
+        hi = s.max_step if step_max is None else min(step_max, s.max_step)
+        where = [
+            MetricPoint.attempt_id == attempt_id,
+            MetricPoint.name == s.name,
+            MetricPoint.rank == s.rank,
+            MetricPoint.step >= lo,
+            MetricPoint.step <= hi,
+        ]
+        small = s.count <= max_points
+        if hi < lo:
+            points: list[SeriesPoint] = []
+        elif small:
             points = _raw(session, where)
         else:
             points = _buckets(session, where, lo=lo, hi=hi, max_points=max_points)
-        result.append(
-            Series(name=name, rank=series_rank, downsampled=count > max_points, points=points)
-        )
+        result.append(Series(name=s.name, rank=s.rank, downsampled=not small, points=points))
     return result
 
 

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Sequence
 
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
 from tessera_api.errors import invalid
-from tessera_api.models import Attempt, Checkpoint, LogLine, MetricPoint, Task, utcnow
+from tessera_api.models import (
+    Attempt,
+    Checkpoint,
+    LogLine,
+    MetricPoint,
+    MetricSeries,
+    Task,
+    utcnow,
+)
 from tessera_api.schemas import CheckpointIn, LogLineIn, MetricPointIn
 from tessera_api.services.history import record_event
 
@@ -49,6 +58,7 @@ def ingest_metrics(
             for p in points
         ],
     )
+    _update_series(session, attempt_id=task.attempt_id, points=points)
     last: dict[str, float] = {}
     for p in sorted(points, key=lambda p: p.step):
         last[p.name] = p.value
@@ -66,6 +76,42 @@ def ingest_metrics(
         },
     )
     session.flush()
+
+
+def _update_series(session: Session, *, attempt_id: str, points: Sequence[MetricPointIn]) -> None:
+    """Keep each touched series' count, step extent and last value current."""
+    batches: dict[tuple[str, int], list[MetricPointIn]] = defaultdict(list)
+    for p in points:
+        batches[(p.name, p.rank)].append(p)
+    known = {
+        (s.name, s.rank): s
+        for s in session.scalars(
+            select(MetricSeries).where(
+                MetricSeries.attempt_id == attempt_id,
+                MetricSeries.name.in_({name for name, _ in batches}),
+            )
+        )
+    }
+    for (name, rank), batch in batches.items():
+        newest = max(batch, key=lambda p: p.step)
+        series = known.get((name, rank))
+        if series is None:
+            session.add(
+                MetricSeries(
+                    attempt_id=attempt_id,
+                    name=name,
+                    rank=rank,
+                    count=len(batch),
+                    min_step=min(p.step for p in batch),
+                    max_step=newest.step,
+                    last_value=newest.value,
+                )
+            )
+            continue
+        series.count += len(batch)
+        series.min_step = min(series.min_step, *(p.step for p in batch))
+        if newest.step >= series.max_step:
+            series.max_step, series.last_value = newest.step, newest.value
 
 
 def ingest_logs(session: Session, *, job_id: str, task: Task, lines: Sequence[LogLineIn]) -> None:

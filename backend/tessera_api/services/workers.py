@@ -46,6 +46,17 @@ def is_online(worker: Worker, *, offline_after_s: float, now: datetime | None = 
     return age <= timedelta(seconds=offline_after_s)
 
 
+def online_workers(session: Session, *, party_id: str, offline_after_s: float) -> list[Worker]:
+    """A party's workers that beat recently, most recent first."""
+    since = utcnow() - timedelta(seconds=offline_after_s)
+    rows = session.scalars(
+        select(Worker)
+        .where(Worker.party_id == party_id, Worker.last_heartbeat >= since)
+        .order_by(Worker.last_heartbeat.desc())
+    ).all()
+    return list(rows)
+
+
 def list_workers(
     session: Session, *, caller: Caller, party: str | None, limit: int, offset: int
 ) -> tuple[list[Worker], int]:

@@ -23,7 +23,9 @@ def test_metrics_round_trip_and_downsampling(client: TestClient) -> None:
     n = 5000
     points = [{"rank": 0, "name": "loss", "step": s, "value": math.sin(s / 100)} for s in range(n)]
     points += [{"rank": 0, "name": "accuracy", "step": s, "value": s / 100} for s in range(100)]
-    assert post_points(client, job, job.alice_task, job.alice.auth, points).status_code == 204
+    late, early = points[: n // 2], points[n // 2 :]
+    assert post_points(client, job, job.alice_task, job.alice.auth, early).status_code == 204
+    assert post_points(client, job, job.alice_task, job.alice.auth, late).status_code == 204
     raw = client.get(f"{API}/jobs/{job.id}/metrics?names=accuracy", headers=ADMIN).json()
     assert raw["attempt"] == 1
     [series] = raw["series"]
