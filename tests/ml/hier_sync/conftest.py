@@ -1,0 +1,77 @@
+"""One real 4-rank gloo world for every multi-process test of hier_sync.
+
+Starting a world costs far more than the work these tests do, so the world runs the ring
+collective checks and then every platform job (two nodes of two devices, and ddp on the same
+four ranks) once per session; the tests read what it returned.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tessera_ml.comm.base import Communicator
+from tessera_ml.testing import run_world
+from tests.ml.hier_sync.scenarios import Job, JobOutcome, run_jobs
+from tests.ml.hier_sync.test_ring import run_collectives
+
+STEPS = 50
+NODES = [
+    {"party": "alice", "role": "node", "processes": 2},
+    {"party": "bob", "role": "node", "processes": 2},
+]
+TRAINERS = [
+    {"party": "alice", "role": "trainer", "processes": 2},
+    {"party": "bob", "role": "trainer", "processes": 2},
+]
+COMMON = {"steps": STEPS, "batch_size": 16, "seed": 3, "model": {"kind": "mlp", "hidden": [48]}}
+SGD = {**COMMON, "optimizer": "sgd", "lr": 0.05, "momentum": 0.9}
+ADAM = {**COMMON, "optimizer": "adam", "lr": 0.002}
+UNEVEN = {"slicing": "memory", "capacities": [0.7, 0.3]}
+SMALL_BUCKETS = {"bucket_bytes": 4096}
+
+
+def jobs(root: Path) -> list[Job]:
+    def job(name: str, algorithm: str, config: dict[str, Any], resume: str | None = None) -> Job:
+        assignments = TRAINERS if algorithm == "ddp" else NODES
+        resume_from = str(root / resume) if resume else None
+        return Job(name, algorithm, assignments, config, str(root / name), resume_from)
+
+    ddp_only = {"checkpoint_interval": STEPS, "eval_interval": 0}
+    return [
+        job("ddp_sgd", "ddp", {**SGD, **ddp_only}),
+        job("equal_sgd", "hier_sync", {**SGD, **SMALL_BUCKETS, "checkpoint_interval": 25}),
+        job("uneven_sgd", "hier_sync", {**SGD, **UNEVEN, "checkpoint_interval": STEPS}),
+        job(
+            "resumed_sgd",
+            "hier_sync",
+            {**SGD, **SMALL_BUCKETS, "checkpoint_interval": 25},
+            resume="equal_sgd/step-000000025",
+        ),
+        job("ddp_adam", "ddp", {**ADAM, **ddp_only}),
+        job(
+            "uneven_adam",
+            "hier_sync",
+            {**ADAM, **UNEVEN, **SMALL_BUCKETS, "overlap": False, "checkpoint_interval": STEPS},
+        ),
+    ]
+
+
+def _world_main(comm: Communicator, job_list: list[Job]) -> dict[str, Any]:
+    torch.set_num_threads(1)
+    return {"ring": run_collectives(comm), "jobs": run_jobs(comm, job_list)}
+
+
+@pytest.fixture(scope="session")
+def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    root = tmp_path_factory.mktemp("hier_sync")
+    per_rank: list[dict[str, Any]] = run_world(_world_main, 4, jobs(root), timeout_s=400)
+    outcomes: dict[str, JobOutcome] = {
+        f"{name}@{rank}": outcome
+        for rank, out in enumerate(per_rank)
+        for name, outcome in out["jobs"].items()
+    }
+    return {"root": root, "ring": [out["ring"] for out in per_rank], "jobs": outcomes}

@@ -1,0 +1,86 @@
+"""Several platform jobs run one after another on the ranks of one real gloo world.
+
+Each job is planned from its assignments exactly as the control plane plans it and run through
+its registered entry point; sharing one world keeps the multi-process tests within budget.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from tessera_ml.comm.base import Communicator
+from tessera_ml.context import RankContext
+from tessera_ml.registry import get_spec
+from tessera_ml.report import MemoryReporter
+from tessera_ml.spec import Assignment
+
+
+@dataclass(frozen=True)
+class Job:
+    name: str
+    algorithm: str
+    assignments: list[dict[str, Any]]
+    config: dict[str, Any]
+    checkpoint_dir: str | None = None
+    resume_from: str | None = None
+
+
+@dataclass
+class JobOutcome:
+    result: dict[str, Any]
+    series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+
+
+def run_jobs(comm: Communicator, jobs: list[Job]) -> dict[str, JobOutcome]:
+    torch.set_num_threads(1)
+    outcomes = {}
+    for job in jobs:
+        comm.stats.reset()
+        spec = get_spec(job.algorithm)
+        assert spec is not None
+        config = spec.parse_config(job.config)
+        plan = spec.make_plan([Assignment.model_validate(a) for a in job.assignments], config)
+        reporter = MemoryReporter()
+        ctx = RankContext(
+            rank=comm.rank,
+            world_size=comm.world_size,
+            slot=plan[comm.rank],
+            plan=plan,
+            config=config,
+            comm=comm,
+            reporter=reporter,
+            checkpoint_dir=Path(job.checkpoint_dir) if job.checkpoint_dir else None,
+            resume_from=Path(job.resume_from) if job.resume_from else None,
+        )
+        module, function = spec.entry_point.split(":")
+        result = getattr(importlib.import_module(module), function)(ctx)
+        series: dict[str, list[tuple[int, float]]] = {}
+        for point in reporter.points:
+            series.setdefault(point.name, []).append((point.step, point.value))
+        outcomes[job.name] = JobOutcome(result, series)
+        comm.barrier()
+    return outcomes
+
+
+def ddp_params(folder: Path) -> torch.Tensor:
+    """Flat parameters of a ddp checkpoint, last layer first (the layout hier_sync uses)."""
+    state = torch.load(folder / "rank-0.pt", weights_only=False)
+    tensors = list(state["model"].values())
+    return torch.cat([t.reshape(-1) for t in reversed(tensors)])
+
+
+def hier_params(folder: Path, node_ranks: list[int]) -> torch.Tensor:
+    """Flat parameters assembled from the slices the devices of one node saved."""
+    slices = [torch.load(folder / f"rank-{r}.pt", weights_only=False)["slice"] for r in node_ranks]
+    bounds = slices[0]["bounds"]
+    flat = torch.full((bounds[-1][-1],), float("nan"))
+    for saved in slices:
+        d = saved["number"]
+        for b, piece in zip(bounds, saved["pieces"], strict=True):
+            flat[b[d] : b[d + 1]] = piece
+    return flat

@@ -1,0 +1,89 @@
+"""hier_sync against ddp from the same initialisation and data, as platform jobs on 4 ranks.
+
+Two nodes of two devices; one world runs every job in turn (see ``scenarios``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from tests.ml.hier_sync.conftest import STEPS
+from tests.ml.hier_sync.scenarios import JobOutcome, ddp_params, hier_params
+
+Runs = tuple[Path, dict[str, JobOutcome]]
+
+
+@pytest.fixture(scope="module")
+def runs(world: dict[str, Any]) -> Runs:
+    return world["root"], world["jobs"]
+
+
+def _final(root: Path, name: str) -> Path:
+    return root / name / f"step-{STEPS:09d}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("hier", "ddp"),
+    [("equal_sgd", "ddp_sgd"), ("uneven_sgd", "ddp_sgd"), ("uneven_adam", "ddp_adam")],
+)
+def test_parameters_match_ddp_after_50_steps(runs: Runs, hier: str, ddp: str) -> None:
+    root, _ = runs
+    reference = ddp_params(_final(root, ddp))
+    for node in ([0, 1], [2, 3]):
+        params = hier_params(_final(root, hier), node)
+        assert not torch.isnan(params).any()
+        assert float((params - reference).abs().max()) <= 1e-6
+    initial = ddp_params(_final(root, ddp))
+    assert float((initial - hier_params(_final(root, "equal_sgd"), [0, 1])).abs().max()) < 1.0
+
+
+@pytest.mark.slow
+def test_resuming_from_saved_slices_continues_the_same_run(
+    runs: Runs,
+) -> None:
+    root, outcomes = runs
+    whole = hier_params(_final(root, "equal_sgd"), [0, 1])
+    resumed = hier_params(_final(root, "resumed_sgd"), [2, 3])
+    assert torch.equal(whole, resumed)
+    assert next(s for s, _ in outcomes["resumed_sgd@0"].series["loss"]) == 26
+
+
+@pytest.mark.slow
+def test_state_bytes_and_slices_follow_the_capacities(
+    runs: Runs,
+) -> None:
+    _, outcomes = runs
+    for hier, ddp in (("uneven_sgd", "ddp_sgd"), ("uneven_adam", "ddp_adam")):
+        ddp_state = outcomes[f"{ddp}@0"].series["state_bytes"][-1][1]
+        for rank in range(4):
+            result = outcomes[f"{hier}@{rank}"].result
+            assert result["capacity_fractions"] == pytest.approx([0.7, 0.3])
+            fraction = result["slice_fractions"][rank % 2]
+            assert fraction == pytest.approx([0.7, 0.3][rank % 2], abs=0.01)
+            assert result["state_bytes"] == pytest.approx(fraction * ddp_state, rel=0.01)
+
+
+@pytest.mark.slow
+def test_bytes_per_link_match_the_formulas(runs: Runs) -> None:
+    _, outcomes = runs
+    for rank in range(4):
+        result = outcomes[f"uneven_sgd@{rank}"].result
+        grad_bytes = result["numel"] * 4
+        fractions = result["slice_fractions"]
+        own = fractions[rank % 2] * grad_bytes
+        other = fractions[1 - rank % 2] * grad_bytes
+        # per step: reduce-scatter G - own, all-gather G - other's; plus one assembly at start
+        intra = STEPS * (2 * grad_bytes - own - other) + (grad_bytes - other)
+        assert result["bytes_sent.group.intra_node"] == pytest.approx(intra, abs=64)
+        # per step: all-reduce of the slice between two nodes, 2(N-1)/N x slice; node 0 also
+        # hands its initial slice to node 1
+        inter = STEPS * own + (own if rank < 2 else 0)
+        assert result["bytes_sent.group.inter_node"] == pytest.approx(inter, abs=64)
+        losses = [v for _, v in outcomes[f"uneven_sgd@{rank}"].series["loss"]]
+        assert len(losses) == STEPS
+        assert sum(losses[-5:]) < 0.5 * sum(losses[:5])
