@@ -1,0 +1,48 @@
+"""Every error, the framework's own included, is an RFC 9457 problem document."""
+
+from __future__ import annotations
+
+from fastapi.testclient import TestClient
+
+from tests.backend.factories import ADMIN, API
+
+
+def assert_problem(response: object, status: int, code: str) -> dict[str, object]:
+    assert response.status_code == status
+    headers = response.headers
+    assert headers["content-type"].startswith("application/problem+json")
+    body: dict[str, object] = response.json()
+    assert body["status"] == status and body["code"] == code
+    assert body["type"] == f"urn:tessera:problem:{code}"
+    assert isinstance(body["title"], str) and isinstance(body["detail"], str)
+    return body
+
+
+def test_framework_errors_are_problems(sqlite_client: TestClient) -> None:
+    assert_problem(sqlite_client.get(f"{API}/nowhere", headers=ADMIN), 404, "not_found")
+    assert_problem(sqlite_client.put(f"{API}/jobs", headers=ADMIN), 405, "method_not_allowed")
+    missing = assert_problem(sqlite_client.get(f"{API}/jobs/abc", headers=ADMIN), 404, "not_found")
+    assert "abc" in str(missing["detail"])
+
+
+def test_malformed_bodies_name_their_fields(sqlite_client: TestClient) -> None:
+    broken = sqlite_client.post(
+        f"{API}/parties",
+        content=b"{not json",
+        headers={**ADMIN, "Content-Type": "application/json"},
+    )
+    assert_problem(broken, 422, "validation_error")
+    wrong = sqlite_client.post(
+        f"{API}/jobs", json={"name": "", "algorithm": 5, "assignments": []}, headers=ADMIN
+    )
+    body = assert_problem(wrong, 422, "validation_error")
+    locs = [tuple(e["loc"]) for e in body["errors"]]  # type: ignore[attr-defined]
+    assert ("body", "name") in locs and ("body", "assignments") in locs
+    bad_query = sqlite_client.get(f"{API}/jobs?limit=0", headers=ADMIN)
+    assert ["query", "limit"] in [e["loc"] for e in bad_query.json()["errors"]]
+
+
+def test_auth_errors_are_problems(sqlite_client: TestClient) -> None:
+    response = sqlite_client.get(f"{API}/jobs")
+    assert_problem(response, 401, "unauthenticated")
+    assert response.headers["www-authenticate"] == "Bearer"
