@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 MIB = 1024 * 1024
@@ -50,6 +52,8 @@ def _from_nvidia_smi() -> list[dict[str, Any]] | None:
 
 
 def _from_torch() -> list[dict[str, Any]]:
+    if not Path("/dev/nvidia0").exists() and not Path("/dev/nvidiactl").exists():
+        return []  # no driver: no CUDA device, and no need to import torch to say so
     import torch
 
     if not torch.cuda.is_available():
@@ -77,9 +81,11 @@ def accelerators() -> list[dict[str, Any]]:
 
 
 def torch_version() -> str:
-    import torch
-
-    return str(torch.__version__)
+    """The installed torch's version, read from its metadata (importing torch takes seconds)."""
+    try:
+        return metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def describe(hostname: str, address: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ Whatever happens, including an exception in the launcher itself, no rank process
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -23,6 +24,9 @@ from tessera_worker.launch import RankLaunch, Rendezvous, TaskLaunch
 from tessera_worker.rank import TOKEN_ENV, failure_marker
 
 MAX_REASON = 2000
+PEER_LOST = re.compile(
+    r"connection (closed|reset) by peer|remote worker|DistNetworkError|broken pipe", re.IGNORECASE
+)
 
 
 @dataclass
@@ -58,6 +62,11 @@ class Outcome:
     party: str | None = None
     exit_code: int | None = None
     last_lines: list[str] = field(default_factory=list)
+
+    @property
+    def lost_a_peer(self) -> bool:
+        """The rank failed because another rank went away: probably not the cause."""
+        return self.status == "failed" and bool(PEER_LOST.search("\n".join(self.last_lines)))
 
 
 @dataclass

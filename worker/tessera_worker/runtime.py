@@ -36,6 +36,7 @@ class Runtime:
     launch: LaunchSettings
     address: str
     rendezvous_poll_s: float = 0.5
+    peer_loss_delay_s: float = 3.0
 
     def execute(self, task_id: str) -> str:
         """Run one task to its end; returns the status reported (or ``skipped``)."""
@@ -54,6 +55,10 @@ class Runtime:
             return "failed"
         with self.agent.track(task_id) as stop:
             outcome = self._run(launch, stop)
+            if outcome.lost_a_peer:
+                # the party whose rank really failed reports first; the control plane keeps
+                # the first failure as the attempt's reason
+                stop.wait(self.peer_loss_delay_s)
         self._report(task_id, outcome)
         return outcome.status
 

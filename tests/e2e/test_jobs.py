@@ -1,0 +1,103 @@
+"""Jobs end to end: the API, real Celery workers on Redis, real gloo ranks of two parties."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+from tests.e2e.platform import Platform
+from tests.worker.proc_scan import pids_with, wait_for, wait_until_gone
+
+
+def _tasks(job: dict[str, Any]) -> list[dict[str, Any]]:
+    tasks: list[dict[str, Any]] = job["attempts"][-1]["tasks"]
+    return tasks
+
+
+def _rank_marker(task_id: str, rank: int | None = None) -> str:
+    return f"logs/{task_id}/rank-{'' if rank is None else f'{rank}.json'}"
+
+
+def _live_ranks(job: dict[str, Any]) -> list[int]:
+    return [pid for t in _tasks(job) for pid in pids_with(_rank_marker(t["id"]))]
+
+
+def test_a_job_waits_for_a_party_without_worker_then_runs_to_success(platform: Platform) -> None:
+    job_id = platform.create_job(["alice", "carol"], steps=20)
+    job = platform.wait_job(job_id, lambda j: j["status_reason"].startswith("waiting"), 30)
+    assert (job["status"], job["status_reason"]) == (
+        "queued",
+        "waiting for a worker of party carol",
+    )
+
+    platform.start_worker("carol")
+    job = platform.wait_status(job_id, "succeeded", "failed", "cancelled")
+
+    assert job["status"] == "succeeded", job
+    assert {t["party"]: t["status"] for t in _tasks(job)} == {
+        "alice": "succeeded",
+        "carol": "succeeded",
+    }
+    series = platform.get(f"/jobs/{job_id}/metrics", names="loss")["series"]
+    steps = {s["rank"]: [p["step"] for p in s["points"]] for s in series}
+    assert steps == {0: [5, 10, 15, 20], 1: [5, 10, 15, 20]}
+    assert _live_ranks(job) == []
+
+
+def test_cancel_stops_every_rank_of_every_party_within_ten_seconds(platform: Platform) -> None:
+    job_id = platform.create_job(["alice", "bob"], steps=10_000_000)
+    job = platform.wait_job(job_id, lambda j: all(t["status"] == "running" for t in _tasks(j)))
+    for task in _tasks(job):
+        assert len(wait_for(_rank_marker(task["id"]), 1, 60)) == 1
+
+    cancelled_at = time.monotonic()
+    platform.post(f"/jobs/{job_id}/cancel")
+    left = [wait_until_gone(_rank_marker(t["id"]), 10) for t in _tasks(job)]
+    gone_after = time.monotonic() - cancelled_at
+
+    assert left == [[], []]
+    assert gone_after < 10
+    job = platform.wait_status(job_id, "cancelled", "failed", timeout_s=15)
+    assert job["status"] == "cancelled", job
+
+
+def test_a_killed_rank_fails_the_attempt_and_retry_resumes_from_the_checkpoint(
+    platform: Platform,
+) -> None:
+    job_id = platform.create_job(["alice", "bob"], steps=10_000_000, checkpoint_interval=5)
+    job = platform.wait_job(job_id, lambda j: all(t["status"] == "running" for t in _tasks(j)))
+    bob = next(t for t in _tasks(job) if t["party"] == "bob")
+    deadline = time.monotonic() + 90
+    while not platform.get(f"/jobs/{job_id}/checkpoints"):
+        assert time.monotonic() < deadline, "no checkpoint was reported"
+        time.sleep(0.2)
+    checkpointed = max(c["step"] for c in platform.get(f"/jobs/{job_id}/checkpoints"))
+
+    (victim,) = pids_with(_rank_marker(bob["id"], 1))
+    os.kill(victim, signal.SIGKILL)
+
+    job = platform.wait_status(job_id, "failed", "succeeded", "cancelled", timeout_s=60)
+    assert job["status"] == "failed", job
+    reason = job["attempts"][-1]["failure_reason"]
+    assert reason.startswith("party bob rank 1:"), reason
+    assert "SIGKILL" in reason
+    assert [wait_until_gone(_rank_marker(t["id"]), 15) for t in _tasks(job)] == [[], []]
+
+    platform.post(f"/jobs/{job_id}/retry")
+    job = platform.wait_job(job_id, lambda j: len(j["attempts"]) == 2 and j["status"] == "running")
+    resumed = job["attempts"][-1]["resume_from"]
+    assert resumed is not None and resumed["step"] >= checkpointed
+    deadline = time.monotonic() + 90
+    while True:
+        series = platform.get(f"/jobs/{job_id}/metrics", names="loss", attempt=2)["series"]
+        if series and series[0]["points"]:
+            break
+        assert time.monotonic() < deadline, "the retried attempt reported no loss"
+        time.sleep(0.3)
+    first_step = min(p["step"] for s in series for p in s["points"])
+    assert first_step > resumed["step"]
+    platform.post(f"/jobs/{job_id}/cancel")
+    job = platform.wait_status(job_id, "cancelled", "failed", timeout_s=30)
+    assert _live_ranks(job) == []
