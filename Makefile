@@ -7,8 +7,9 @@ PYTEST_ARGS ?=
 
 .PHONY: run test install lint typecheck pytest frontend clean
 
+# make run [PORT=8000]: the control plane, the dashboard and the demo parties' workers
 run: install frontend
-	$(BIN)/tessera up
+	$(BIN)/tessera up $(if $(PORT),--port $(PORT))
 
 test: install frontend lint typecheck pytest
 

@@ -14,10 +14,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
 
 from pydantic import ValidationError
-from sqlalchemy.orm import Session
 
 from tessera_api.settings import DEFAULT_ADMIN_TOKEN, Settings
 from tessera_worker import procs
@@ -126,20 +124,12 @@ def main(argv: list[str] | None = None) -> int:
 def run(settings: Settings, args: argparse.Namespace, parties: list[str], local: list[str]) -> int:
     import uvicorn
 
-    from tessera_api.app import create_app
     from tessera_api.migrate import upgrade
-    from tessera_api.scheduling.broker import CelerySender
-    from tessera_api.scheduling.scheduler import Scheduler
+    from tessera_api.scheduling.service import create_scheduled_app
 
     settings.home.mkdir(parents=True, exist_ok=True)
     upgrade(settings.resolved_database_url)
-    sender = CelerySender(settings.broker_url, settings.home)
-    sessions: list[Callable[[], Session]] = []
-    scheduler = Scheduler(
-        lambda: sessions[0](), sender, offline_after_s=settings.worker_offline_after_s
-    )
-    app = create_app(settings, dispatcher=scheduler)
-    sessions.append(app.state.session_factory)
+    app = create_scheduled_app(settings)
     with app.state.session_factory() as session:
         tokens = {name: ensure_party(session, settings.home, name) for name in parties}
         session.commit()
@@ -168,15 +158,15 @@ def run(settings: Settings, args: argparse.Namespace, parties: list[str], local:
             time.sleep(1.0)
         procs.stop_all(list(running.values()), grace_s=10)
 
-    scheduler.start()
     supervisor = threading.Thread(target=supervise_workers, name="workers", daemon=True)
     supervisor.start()
-    signal.signal(signal.SIGTERM, lambda *_: setattr(server, "should_exit", True))
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        # uvicorn re-raises the signal it shut down on: make that a no-op, not a traceback
+        signal.signal(sig, lambda *_: setattr(server, "should_exit", True))
     try:
         server.run()
     finally:
         server.should_exit = True
         supervisor.join(timeout=15)
         procs.kill_all(workers)
-        scheduler.close()
     return 0 if server.started else 1

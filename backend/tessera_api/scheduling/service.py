@@ -1,0 +1,41 @@
+"""The control plane with the real scheduler plugged into its dispatcher seam."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from sqlalchemy.orm import Session
+
+from tessera_api.app import create_app
+from tessera_api.scheduling.broker import CelerySender
+from tessera_api.scheduling.scheduler import Scheduler
+from tessera_api.settings import Settings
+
+
+def create_scheduled_app(settings: Settings) -> FastAPI:
+    """``create_app`` with a ``Scheduler`` on ``settings.broker_url``, running with the app."""
+    sessions: list[Callable[[], Session]] = []
+    scheduler = Scheduler(
+        lambda: sessions[0](),
+        CelerySender(settings.broker_url, settings.home),
+        offline_after_s=settings.worker_offline_after_s,
+    )
+    app = create_app(settings, dispatcher=scheduler)
+    sessions.append(app.state.session_factory)
+    app.state.scheduler = scheduler
+    inner = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(application: Any) -> AsyncIterator[Any]:
+        scheduler.start()
+        try:
+            async with inner(application) as state:
+                yield state
+        finally:
+            scheduler.close()
+
+    app.router.lifespan_context = lifespan
+    return app

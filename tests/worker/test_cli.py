@@ -1,0 +1,69 @@
+"""``tessera worker`` and ``tessera up`` answer bad input with a message and exit code 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from tessera_worker import cli, up
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--token", "t"], "--party is required"),
+        (["--party", "Bob!", "--token", "t"], "'Bob!' is not a party slug"),
+        (["--party", "bob"], "--token is required"),
+        (["--party", "bob", "--token", "t", "--api", "ftp://x"], "--api must be an http(s) URL"),
+    ],
+)
+def test_worker_rejects_bad_arguments(
+    argv: list[str],
+    message: str,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    for name in ("TESSERA_PARTY", "TESSERA_PARTY_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tessera worker: ") and message in err
+
+
+def test_worker_says_when_the_control_plane_is_unreachable(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = cli.parser().parse_args(
+        ["--party", "bob", "--token", "t", "--api", "http://127.0.0.1:9"]
+    )
+    runtime = cli.build_runtime(args)
+    with pytest.raises(cli.UsageError, match="cannot reach the control plane"):
+        cli.register(runtime.agent, args.api, wait_s=0)
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--port", "70000"], "--port must be between 1 and 65535"),
+        (["--parties", "alice,Bob"], "'Bob' are not party slugs"),
+        (["--parties", "alice", "--workers", "bob"], "--workers names parties that --parties"),
+    ],
+)
+def test_up_rejects_bad_arguments(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert up.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tessera up: ") and message in err
+
+
+def test_up_refuses_a_weak_secret_in_production_without_a_traceback() -> None:
+    env = {"TESSERA_MODE": "production", "TESSERA_ADMIN_TOKEN": "short", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, "-m", "tessera_api.cli", "up"], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("tessera up: invalid settings")
+    assert "Traceback" not in done.stderr

@@ -1,0 +1,110 @@
+"""The HTTP reporter keeps training alive while the control plane is briefly unreachable."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from tessera_ml.testing import free_port
+from tessera_worker.client import ControlPlane
+from tessera_worker.reporter import HttpReporter
+
+
+class Ingest:
+    """A minimal HTTP endpoint standing in for the ingest routes; it can go down and come back."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.posts: list[tuple[str, dict[str, Any]]] = []
+        self._server: ThreadingHTTPServer | None = None
+
+    def up(self) -> None:
+        posts = self.posts
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                length = int(self.headers["Content-Length"])
+                posts.append((self.path, json.loads(self.rfile.read(length))))
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                return None
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+
+    def down(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def steps(self) -> list[int]:
+        return [
+            p["step"]
+            for path, body in self.posts
+            if path.endswith("/metrics")
+            for p in body["points"]
+        ]
+
+
+@pytest.fixture
+def ingest() -> Iterator[Ingest]:
+    server = Ingest(free_port())
+    yield server
+    server.down()
+
+
+def _reporter(ingest: Ingest, max_buffer: int = 20_000) -> HttpReporter:
+    api = ControlPlane(f"http://127.0.0.1:{ingest.port}", "token", timeout_s=2)
+    return HttpReporter(
+        api, job_id="j", task_id="t", rank=3, max_buffer=max_buffer, flush_interval_s=0.05
+    )
+
+
+def test_metrics_are_batched_and_delivered(ingest: Ingest) -> None:
+    ingest.up()
+    reporter = _reporter(ingest)
+    for step in range(1, 1201):
+        reporter.metrics(step, {"loss": 1.0 / step})
+    reporter.log("hello")
+    reporter.checkpoint(1200, "/ckpt/step-1200", 10, "ab" * 32)
+
+    assert reporter.close()
+    assert ingest.steps() == list(range(1, 1201))
+    metric_posts = [b for path, b in ingest.posts if path == "/api/v1/jobs/j/metrics"]
+    assert 3 <= len(metric_posts) < 1200
+    assert all(p["rank"] == 3 for b in metric_posts for p in b["points"])
+    assert (
+        "/api/v1/jobs/j/checkpoints",
+        {
+            "task_id": "t",
+            "rank": 3,
+            "step": 1200,
+            "uri": "/ckpt/step-1200",
+            "size": 10,
+            "sha256": "ab" * 32,
+        },
+    ) in ingest.posts
+
+
+def test_an_unreachable_control_plane_is_survived_with_a_bounded_buffer(ingest: Ingest) -> None:
+    reporter = _reporter(ingest, max_buffer=100)
+    for step in range(1, 251):
+        reporter.metrics(step, {"loss": 0.5})
+    reporter.checkpoint(250, "/ckpt", 1, "00")
+    assert not reporter.flush(timeout_s=0.3)
+    assert reporter.failures > 0
+
+    ingest.up()
+    assert reporter.close(timeout_s=20)
+
+    assert reporter.dropped == 150
+    assert ingest.steps() == list(range(151, 251))
+    assert any(path.endswith("/checkpoints") for path, _ in ingest.posts)
