@@ -1,0 +1,225 @@
+"""split_nn on a real gloo world: equality with centralised training, schedules, bytes, privacy.
+
+One world of three processes runs every job below in turn (process start-up is the expensive
+part on a loaded machine); the tests then check what each job returned and sent.
+"""
+
+from __future__ import annotations
+
+import pickle
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from tessera_ml.algorithms.split_nn.centralized import max_abs_diff, train_centralized
+from tessera_ml.algorithms.split_nn.party_data import load_party
+from tessera_ml.algorithms.split_nn.spec import SplitNNConfig
+from tessera_ml.testing import run_world
+from tests.ml.split_nn.world import Job, run_jobs
+
+DATA = "sklearn:breast_cancer"
+SMALL = {
+    "bottom": {"hidden": [], "out": 6},
+    "middle": {"hidden": [], "out": 5},
+    "batch_size": 16,
+    "lr": 0.1,
+    "eval_every": 0,
+    "report_every": 25,
+}
+CHAIN = [
+    {
+        "party": "alice",
+        "role": "feature",
+        "dataset": f"{DATA}?columns=0:30",
+        "options": {"keep": 0.9},
+    },
+    {"party": "mid", "role": "middle"},
+    {"party": "carol", "role": "label", "dataset": DATA, "options": {"keep": 0.95}},
+]
+TWO_FEATURES = [
+    {
+        "party": "alice",
+        "role": "feature",
+        "dataset": f"{DATA}?columns=0:12",
+        "options": {"keep": 0.9},
+    },
+    {
+        "party": "bob",
+        "role": "feature",
+        "dataset": f"{DATA}?columns=12:30",
+        "options": {"keep": 0.85},
+    },
+    {"party": "carol", "role": "label", "dataset": DATA},
+]
+JOBS = {
+    "chain": Job(CHAIN, {**SMALL, "dtype": "float64", "steps": 200}),
+    "two_concat": Job(TWO_FEATURES, {**SMALL, "dtype": "float64", "steps": 200}),
+    "sequential_mb": Job(
+        CHAIN, {**SMALL, "dtype": "float64", "steps": 24, "micro_batches": 4, "pipelined": False}
+    ),
+    "pipelined_mb": Job(CHAIN, {**SMALL, "dtype": "float64", "steps": 24, "micro_batches": 4}),
+    "two_sum_int8": Job(
+        TWO_FEATURES,
+        {**SMALL, "steps": 40, "combine": "sum", "compression": "int8", "micro_batches": 2},
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def outcomes() -> dict[str, list[dict[str, Any]]]:
+    torch.set_num_threads(1)
+    names = list(JOBS)
+    per_rank = run_world(run_jobs, 3, [JOBS[n] for n in names], timeout_s=180)
+    return {n: [per_rank[r][i] for r in range(3)] for i, n in enumerate(names)}
+
+
+@pytest.mark.parametrize("name", ["chain", "two_concat"])
+def test_200_float64_steps_match_centralised_training(
+    outcomes: dict[str, list[dict[str, Any]]], name: str
+) -> None:
+    job = JOBS[name]
+    ref = train_centralized(job.assignments, SplitNNConfig.model_validate(job.config))
+    for rank, out in enumerate(outcomes[name]):
+        assert out["steps"] == 200
+        assert max_abs_diff(out["parameters"], ref.parameters[rank]) <= 1e-10
+    label = outcomes[name][2]
+    assert label["eval"]["accuracy"] == pytest.approx(ref.eval["accuracy"], abs=1e-12)
+    assert label["eval"]["accuracy"] > 0.9
+    assert ref.losses[-1] < ref.losses[0]
+
+
+def test_alignment_keeps_only_samples_every_party_holds(
+    outcomes: dict[str, list[dict[str, Any]]],
+) -> None:
+    shares = [
+        load_party(a.get("dataset") or DATA, a["role"], a["party"], a.get("options", {}))
+        for a in TWO_FEATURES
+    ]
+    common = set.intersection(*(set(s.train.ids.tolist()) for s in shares))
+    assert 0 < len(common) < min(len(s.train.ids) for s in shares)
+    assert {out["num_train"] for out in outcomes["two_concat"]} == {len(common)}
+
+
+def test_pipelined_schedule_leaves_parameters_identical(
+    outcomes: dict[str, list[dict[str, Any]]],
+) -> None:
+    for seq, pipe in zip(outcomes["sequential_mb"], outcomes["pipelined_mb"], strict=True):
+        assert set(seq["parameters"]) == set(pipe["parameters"])
+        for k, v in seq["parameters"].items():
+            assert np.array_equal(v, pipe["parameters"][k]), k
+    job = JOBS["pipelined_mb"]
+    ref = train_centralized(job.assignments, SplitNNConfig.model_validate(job.config))
+    for rank, out in enumerate(outcomes["pipelined_mb"]):
+        assert max_abs_diff(out["parameters"], ref.parameters[rank]) <= 1e-10
+
+
+@pytest.mark.parametrize("name", ["chain", "two_concat", "pipelined_mb"])
+def test_bytes_per_step_are_the_cut_tensors(
+    outcomes: dict[str, list[dict[str, Any]]], name: str
+) -> None:
+    measured = sum(o["train_bytes_sent"] / o["train_steps"] for o in outcomes[name])
+    analytic = sum(o["analytic_bytes_sent_per_step"] for o in outcomes[name])
+    assert analytic <= measured <= 1.05 * analytic
+
+
+def test_int8_cuts_send_int8_rows_plus_scales_and_still_learn(
+    outcomes: dict[str, list[dict[str, Any]]],
+) -> None:
+    runs = outcomes["two_sum_int8"]
+    measured = sum(o["train_bytes_sent"] / o["train_steps"] for o in runs)
+    analytic = sum(o["analytic_bytes_sent_per_step"] for o in runs)
+    width = JOBS["two_sum_int8"].config["bottom"]["out"]
+    int8_over_float32 = (width + 4) / (4 * width)  # int8 payload plus one float32 scale per row
+    assert measured / analytic == pytest.approx(int8_over_float32, rel=0.01)
+    assert runs[2]["eval"]["accuracy"] > 0.85
+
+
+def test_every_rank_reports_bytes_and_the_label_party_reports_loss(
+    outcomes: dict[str, list[dict[str, Any]]],
+) -> None:
+    chain = outcomes["chain"]
+    for rank, out in enumerate(chain):
+        names = {name for _, name, _ in out["metrics"]}
+        assert {"bytes_sent", "bytes_received", "step_time_s", "progress"} <= names
+        peers = {2: {1}, 1: {0, 2}, 0: {1}}[rank]
+        assert {f"bytes_sent.to.{p}" for p in peers} <= names
+    label_names = {name for _, name, _ in chain[2]["metrics"]}
+    assert {"loss", "eval_loss", "accuracy", "auc"} <= label_names
+    losses = [v for _, name, v in chain[2]["metrics"] if name == "loss"]
+    assert losses[-1] < losses[0]
+
+
+def _float_values(t: np.ndarray) -> set[float]:
+    return set(t.astype(np.float64).ravel().tolist()) if t.dtype.kind == "f" else set()
+
+
+def _serialised(values: np.ndarray) -> list[bytes]:
+    return [
+        np.asarray(v, dtype=dt).tobytes()
+        for v in values.ravel()
+        if v != 0
+        for dt in (np.float64, np.float32)
+    ]
+
+
+def test_no_raw_feature_or_label_leaves_its_party(
+    outcomes: dict[str, list[dict[str, Any]]],
+) -> None:
+    for name, job in JOBS.items():
+        for rank, assignment in enumerate(job.assignments):
+            if assignment["role"] == "middle":
+                continue
+            share = load_party(
+                assignment.get("dataset") or DATA,
+                assignment["role"],
+                assignment["party"],
+                assignment.get("options", {}),
+            )
+            sent = outcomes[name][rank]["sent"]
+            if assignment["role"] == "feature":
+                _assert_no_features(share.train.x, share.test.x, sent)
+            else:
+                _assert_no_labels(share.train.y, share.test.y, sent)
+
+
+def _assert_no_features(x_train: Any, x_test: Any, sent: list[tuple[int, np.ndarray]]) -> None:
+    raw = np.concatenate([x_train.numpy(), x_test.numpy()]).ravel()
+    raw_set = set(raw[raw != 0].astype(np.float64).tolist()) | set(
+        raw[raw != 0].astype(np.float32).astype(np.float64).tolist()
+    )
+    patterns = _serialised(raw)
+    for _, msg in sent:
+        assert not (_float_values(msg) & raw_set), "a raw feature value crossed the wire"
+        if msg.dtype == np.uint8:
+            payload = msg.tobytes()
+            assert not any(p in payload for p in patterns), "a raw feature value was pickled"
+
+
+def _assert_no_labels(y_train: Any, y_test: Any, sent: list[tuple[int, np.ndarray]]) -> None:
+    """Label-party messages are: pickled alignment data (salt, positions, counts), gradients of
+    its input (int8 ones followed by their row scales) whose columns are never label vectors,
+    and the one-element stop flag."""
+    labels = set(np.unique(np.concatenate([y_train.numpy(), y_test.numpy()])).tolist())
+    messages = iter(sent)
+    for dst, msg in messages:
+        if msg.dtype == np.int64 and msg.shape == (1,):
+            _, payload = next(messages)
+            assert payload.dtype == np.uint8 and payload.size == msg[0]
+            obj = pickle.loads(payload.tobytes())
+            for part in obj if isinstance(obj, tuple) else (obj,):
+                if isinstance(part, torch.Tensor):
+                    assert part.dtype == torch.int64 and part.unique().numel() == part.numel()
+                else:
+                    assert isinstance(part, bytes | int), type(part)
+        elif msg.ndim == 2 and msg.dtype.kind in "fi":
+            values = msg.astype(np.float64)
+            if msg.dtype == np.int8:
+                _, scale = next(messages)
+                assert scale.dtype == np.float32 and scale.shape == (msg.shape[0],)
+                values = values * scale[:, None]
+            for column in values.T:
+                assert not set(np.unique(column).tolist()) <= labels, "labels crossed"
+        else:
+            assert dst == -1 and msg.size == 1, f"unexpected message {msg.dtype} {msg.shape}"

@@ -1,0 +1,108 @@
+"""Runs several split_nn jobs in one real gloo world, recording every message each rank sends."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from tessera_ml.algorithms.split_nn.rank import run
+from tessera_ml.comm.base import ByteStats, Communicator, Group, ReduceOp, Work
+from tessera_ml.context import RankContext
+from tessera_ml.registry import get_spec
+from tessera_ml.report import MemoryReporter
+from tessera_ml.spec import Assignment
+
+
+class RecordingCommunicator(Communicator):
+    """Delegates to a real communicator and keeps a copy of every tensor this rank sends."""
+
+    def __init__(self, inner: Communicator) -> None:
+        self.inner = inner
+        self.rank = inner.rank
+        self.world_size = inner.world_size
+        self.sent: list[tuple[int, torch.Tensor]] = []
+
+    @property
+    def stats(self) -> ByteStats:  # type: ignore[override]
+        return self.inner.stats
+
+    @property
+    def world(self) -> Group:
+        return self.inner.world
+
+    def new_group(self, ranks: Sequence[int], name: str) -> Group:
+        return self.inner.new_group(ranks, name)
+
+    def send(self, tensor: torch.Tensor, dst: int) -> None:
+        self.sent.append((dst, tensor.detach().clone()))
+        self.inner.send(tensor, dst)
+
+    def recv(self, tensor: torch.Tensor, src: int) -> None:
+        self.inner.recv(tensor, src)
+
+    def isend(self, tensor: torch.Tensor, dst: int) -> Work:
+        self.sent.append((dst, tensor.detach().clone()))
+        return self.inner.isend(tensor, dst)
+
+    def irecv(self, tensor: torch.Tensor, src: int) -> Work:
+        return self.inner.irecv(tensor, src)
+
+    def all_reduce(
+        self, tensor: torch.Tensor, op: ReduceOp = "sum", group: Group | None = None
+    ) -> None:
+        self.sent.append((-1, tensor.detach().clone()))
+        self.inner.all_reduce(tensor, op, group)
+
+    def all_gather(self, tensor: torch.Tensor, group: Group | None = None) -> list[torch.Tensor]:
+        self.sent.append((-1, tensor.detach().clone()))
+        return self.inner.all_gather(tensor, group)
+
+    def broadcast(self, tensor: torch.Tensor, src: int, group: Group | None = None) -> None:
+        if self.rank == src:
+            self.sent.append((-1, tensor.detach().clone()))
+        self.inner.broadcast(tensor, src, group)
+
+    def barrier(self, group: Group | None = None) -> None:
+        self.inner.barrier(group)
+
+    def all_gather_object(self, obj: Any, group: Group | None = None) -> list[Any]:
+        raise AssertionError("split_nn does not gather objects")
+
+
+@dataclass
+class Job:
+    assignments: list[dict[str, Any]]
+    config: dict[str, Any]
+
+
+def run_jobs(comm: Communicator, jobs: list[Job]) -> list[dict[str, Any]]:
+    """On each rank: every job in turn, each with a fresh recording communicator."""
+    spec = get_spec("split_nn")
+    assert spec is not None
+    out = []
+    for job in jobs:
+        cfg = spec.parse_config(job.config)
+        plan = spec.make_plan([Assignment.model_validate(a) for a in job.assignments], cfg)
+        recorder = RecordingCommunicator(comm)
+        reporter = MemoryReporter()
+        comm.stats.reset()
+        ctx = RankContext(
+            rank=comm.rank,
+            world_size=comm.world_size,
+            slot=plan[comm.rank],
+            plan=plan,
+            config=cfg,
+            comm=recorder,
+            reporter=reporter,
+        )
+        t0 = time.perf_counter()
+        result = run(ctx)
+        result["job_seconds"] = time.perf_counter() - t0
+        result["sent"] = [(dst, t.numpy()) for dst, t in recorder.sent]
+        result["metrics"] = [(p.step, p.name, p.value) for p in reporter.points]
+        out.append(result)
+    return out
