@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -11,8 +12,12 @@ from torch.func import functional_call
 from tessera_ml.algorithms.zo_pair.model import per_input_loss
 from tessera_ml.algorithms.zo_pair.perturb import ZSource, unique_parameters
 from tessera_ml.algorithms.zo_pair.protocol import PairProcessor, Schedule
+from tessera_ml.algorithms.zo_pair.train import run
 from tessera_ml.comm.base import Communicator
+from tessera_ml.context import RankContext
 from tessera_ml.models.zoo import build_model
+from tessera_ml.registry import get_spec
+from tessera_ml.spec import Assignment
 from tessera_ml.testing import run_world
 
 EPS, LR, STEPS, MB = 1e-2, 0.05, 3, 4
@@ -41,9 +46,56 @@ def _processor(comm: Communicator | None, role_rank: int, n: int, directions: st
     )
 
 
-def _rank(comm: Communicator) -> dict[str, dict[str, Any]]:
+def _rank(comm: Communicator, folder: str) -> dict[str, dict[str, Any]]:
     torch.set_num_threads(1)
-    return {d: _steps(comm, d) for d in ("shared", "per_pair")}
+    out = {d: _steps(comm, d) for d in ("shared", "per_pair")}
+    out["jobs"] = _jobs(comm, Path(folder))
+    return out
+
+
+JOB: dict[str, Any] = {
+    "seed": 2,
+    "steps": 20,
+    "dataset": "sklearn:wine",
+    "model": {"kind": "mlp", "hidden": [4]},
+    "micro_batch": 2,
+    "lr": 0.01,
+    "eval_every": 0,
+    "log_every": 5,
+    "checkpoint_every": 10,
+    "directions": "per_pair",
+}
+
+
+def _jobs(comm: Communicator, folder: Path) -> dict[str, Any]:
+    """Whole jobs through the entry point: uninterrupted, resumed at step 10, fine-tuned."""
+    spec = get_spec("zo_pair")
+    assert spec is not None
+    assignments = [Assignment(party="a", role="processor", processes=comm.world_size)]
+
+    def job(config: dict[str, Any], name: str, resume: Path | None = None) -> dict[str, Any]:
+        cfg = spec.parse_config(config)
+        plan = spec.make_plan(assignments, cfg)
+        ctx = RankContext(
+            rank=comm.rank,
+            world_size=comm.world_size,
+            slot=plan[comm.rank],
+            plan=plan,
+            config=cfg,
+            comm=comm,
+            checkpoint_dir=folder / name,
+            resume_from=resume,
+        )
+        result: dict[str, Any] = run(ctx)
+        comm.barrier()
+        return result
+
+    full = job(JOB, "full")
+    resumed = job(JOB, "resumed", folder / "full" / "step-000000010")
+    tuned = job(
+        {**JOB, "steps": 3, "init_checkpoint": str(folder / "full" / "step-000000020")}, "tuned"
+    )
+    return {"full": full, "resumed": resumed, "tuned": tuned}
 
 
 def _steps(comm: Communicator, directions: str) -> dict[str, Any]:
@@ -89,8 +141,8 @@ def _reference(n: int, directions: str) -> tuple[list[torch.Tensor], list[torch.
                 if directions == "shared":
                     p -= LR * moves[0][0][i] * float(torch.stack(grads).mean())
                 else:
-                    for z, g in moves:
-                        p -= LR * z[i] * g / len(moves)
+                    for z_pair, g_pair in moves:
+                        p -= LR * z_pair[i] * g_pair / len(moves)
     return [p.detach() for p in model.parameters()], all_grads
 
 
@@ -98,8 +150,8 @@ N = 4
 
 
 @pytest.fixture(scope="module")
-def world() -> list[dict[str, dict[str, Any]]]:
-    return run_world(_rank, N)
+def world(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, dict[str, Any]]]:
+    return run_world(_rank, N, str(tmp_path_factory.mktemp("zo_pair_jobs")))
 
 
 @pytest.mark.parametrize("directions", ["shared", "per_pair"])
@@ -118,3 +170,22 @@ def test_distributed_steps_match_the_reference_and_copies_are_identical(
         assert torch.allclose(torch.from_numpy(got), want, rtol=0, atol=1e-5)
     # only the two float32 losses of each processor cross the network, gathered by n - 1 peers
     assert all(r["sent"] == STEPS * (n - 1) * 2 * 4 for r in results)
+
+
+def test_a_resumed_job_ends_bit_identical_to_the_uninterrupted_one(
+    world: list[dict[str, dict[str, Any]]],
+) -> None:
+    full = {r["jobs"]["full"]["checksum"] for r in world}
+    assert len(full) == 1
+    assert {r["jobs"]["resumed"]["checksum"] for r in world} == full
+    assert {r["jobs"]["resumed"]["steps"] for r in world} == {20}
+    assert {r["jobs"]["full"]["initial_checksum"] for r in world} != full
+
+
+def test_fine_tuning_starts_from_the_checkpoint_a_job_wrote(
+    world: list[dict[str, dict[str, Any]]],
+) -> None:
+    full = world[0]["jobs"]["full"]["checksum"]
+    assert {r["jobs"]["tuned"]["initial_checksum"] for r in world} == {full}
+    assert len({r["jobs"]["tuned"]["checksum"] for r in world}) == 1
+    assert world[0]["jobs"]["tuned"]["checksum"] != full

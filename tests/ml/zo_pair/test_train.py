@@ -9,10 +9,9 @@ import torch
 
 from tessera_ml.algorithms.zo_pair.model import checksum, evaluate, make_model
 from tessera_ml.data.resolver import resolve
-from tessera_ml.data.tabular import Dataset
 from tessera_ml.testing import RankOutcome, run_algorithm
 
-STEPS = 1000
+STEPS, N = 1000, 4
 CONFIG: dict[str, Any] = {
     "seed": 5,
     "steps": STEPS,
@@ -24,37 +23,31 @@ CONFIG: dict[str, Any] = {
     "eval_every": 500,
     "log_every": 250,
 }
+ASSIGNMENTS = [
+    {"party": "alice", "role": "processor", "processes": 3},
+    {"party": "bob", "role": "processor", "processes": 1},
+]
 
 
 @pytest.fixture(scope="module")
 def job() -> list[RankOutcome]:
-    return run_algorithm(
-        "zo_pair",
-        [
-            {"party": "alice", "role": "processor", "processes": 3},
-            {"party": "bob", "role": "processor", "processes": 1},
-        ],
-        CONFIG,
-    )
+    return run_algorithm("zo_pair", ASSIGNMENTS, CONFIG)
 
 
-def _initial_model() -> tuple[torch.nn.Module, Dataset]:
-    data = resolve("sklearn:wine")
-    return make_model(CONFIG["model"], data, seed=5), data
+def _initial_model() -> torch.nn.Module:
+    return make_model(CONFIG["model"], resolve("sklearn:wine"), seed=5)
 
 
 def test_all_copies_are_bit_identical_after_1000_steps(job: list[RankOutcome]) -> None:
-    initial, _ = _initial_model()
     sums = {o.result["checksum"] for o in job}
     assert len(sums) == 1
-    assert {o.result["initial_checksum"] for o in job} == {checksum(initial)}
-    assert sums != {checksum(initial)}
+    assert {o.result["initial_checksum"] for o in job} == {checksum(_initial_model())}
+    assert sums != {checksum(_initial_model())}
     assert all(o.result["steps"] == STEPS for o in job)
 
 
 def test_training_learns_and_rank_zero_reports_evaluation(job: list[RankOutcome]) -> None:
-    initial, data = _initial_model()
-    before = evaluate(initial, data, torch.device("cpu"))
+    before = evaluate(_initial_model(), resolve("sklearn:wine"), torch.device("cpu"))
     after = dict(job[0].result)
     assert after["eval_loss"] < 0.5 * before["eval_loss"]
     assert after["accuracy"] > before["accuracy"] + 0.2
@@ -67,7 +60,7 @@ def test_only_loss_scalars_cross_the_network(job: list[RankOutcome]) -> None:
     for o in job:
         (s0, b0), (s1, b1) = o.series("bytes_sent")[0], o.series("bytes_sent")[-1]
         per_step = (b1 - b0) / (s1 - s0)
-        assert per_step == (len(job) - 1) * inputs_per_processor * 4
+        assert per_step == (N - 1) * inputs_per_processor * 4
         assert per_step <= 16 * inputs_per_processor
         assert b1 == o.result["bytes_sent"]
 
