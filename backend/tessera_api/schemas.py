@@ -342,6 +342,11 @@ class Health(BaseModel):
     status: Literal["ok"]
 
 
+class Me(BaseModel):
+    name: str = Field(description="``admin``, or the party's slug name")
+    is_admin: bool
+
+
 class Version(BaseModel):
     version: str
     api: str

@@ -12,7 +12,14 @@ from tessera_api.app import create_app
 from tessera_api.models import Base
 from tessera_api.settings import Settings
 from tests.backend.conftest import ADMIN_TOKEN, SPECS
-from tests.backend.factories import ADMIN, API, RunningJob, create_party, running_job
+from tests.backend.factories import (
+    ADMIN,
+    API,
+    PartyRef,
+    RunningJob,
+    create_party,
+    running_job,
+)
 
 SHA = "0" * 64
 OK, DENIED = True, False
@@ -20,6 +27,7 @@ OK, DENIED = True, False
 # (method, path, body, admin, own party, other party); paths are formatted with the world.
 ROUTES: list[tuple[str, str, Callable[[RunningJob], Any] | None, bool, bool, bool]] = [
     ("GET", "/version", None, OK, OK, OK),
+    ("GET", "/me", None, OK, OK, OK),
     ("GET", "/algorithms", None, OK, OK, OK),
     ("GET", "/algorithms/{name}", None, OK, OK, OK),
     ("POST", "/parties", lambda w: {"name": f"new-{w.id[:8]}"}, OK, DENIED, DENIED),
@@ -130,11 +138,23 @@ def call(client: TestClient, route: tuple[Any, ...], world: RunningJob, headers:
     return client.request(method, url, json=body(world) if body else None, headers=headers)
 
 
+_shared: dict[str, tuple[RunningJob, PartyRef]] = {}
+
+
+def world_for(client: TestClient, method: str) -> tuple[RunningJob, PartyRef]:
+    """Reads share one world; every call that may change something gets a fresh one."""
+    if method == "GET" and "world" in _shared:
+        return _shared["world"]
+    world = (running_job(client), create_party(client))
+    if method == "GET":
+        _shared["world"] = world
+    return world
+
+
 @pytest.mark.parametrize("who", ["admin", "own", "other", "none"])
 @pytest.mark.parametrize("route", ROUTES, ids=[f"{r[0]} {r[1]}" for r in ROUTES])
 def test_route_access(matrix_client: TestClient, route: tuple[Any, ...], who: str) -> None:
-    world = running_job(matrix_client)
-    stranger = create_party(matrix_client)
+    world, stranger = world_for(matrix_client, route[0])
     headers = {"admin": ADMIN, "own": world.alice.auth, "other": stranger.auth, "none": {}}[who]
     allowed = {"admin": route[3], "own": route[4], "other": route[5], "none": False}[who]
     response = call(matrix_client, route, world, headers)

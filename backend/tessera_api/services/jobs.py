@@ -154,6 +154,7 @@ def list_jobs(
     sort: JobSort,
     limit: int,
     offset: int,
+    name_contains: str | None = None,
 ) -> tuple[list[Job], int]:
     query = select(Job)
     if caller.party is not None:
@@ -166,6 +167,9 @@ def list_jobs(
         query = query.where(Job.status == status.value)
     if algorithm is not None:
         query = query.where(Job.algorithm == algorithm)
+    if name_contains:
+        pattern = name_contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        query = query.where(Job.name.ilike(f"%{pattern}%", escape="\\"))
     total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
     column = {"created_at": Job.created_at, "name": Job.name, "priority": Job.priority}[
         sort.lstrip("-")
