@@ -110,6 +110,15 @@ def register(agent: Agent, api_url: str, wait_s: float = 60.0) -> str:
         time.sleep(1.0)
 
 
+def socket_interface_env(address: str) -> dict[str, str]:
+    """Make gloo and NCCL listen on the interface other parties reach this machine at."""
+    interface = hardware.interface_of(address)
+    if interface is None:
+        return {}
+    names = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+    return {name: interface for name in names if name not in os.environ}
+
+
 def build_runtime(args: argparse.Namespace) -> Runtime:
     home = Path(args.home).expanduser() if args.home else default_home()
     address = args.address or route_address(args.api)
@@ -121,6 +130,7 @@ def build_runtime(args: argparse.Namespace) -> Runtime:
         heartbeat_s=args.heartbeat,
     )
     settings = LaunchSettings(
+        extra_env=socket_interface_env(address),
         home=home,
         api_url=args.api,
         token=args.token,

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
+import socket
+import struct
 import subprocess
 from importlib import metadata
 from pathlib import Path
@@ -98,3 +101,24 @@ def describe(hostname: str, address: str) -> dict[str, Any]:
         "torch_version": torch_version(),
         "accelerators": accelerators(),
     }
+
+
+def interface_of(address: str) -> str | None:
+    """The name of the local network interface that holds ``address`` (IPv4), if any."""
+    try:
+        packed = socket.inet_aton(socket.gethostbyname(address))
+    except OSError:
+        return None
+    for _, name in socket.if_nameindex():
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                request = struct.pack("256s", name.encode()[:15])
+                reply = fcntl.ioctl(s.fileno(), _SIOCGIFADDR, request)
+        except OSError:
+            continue
+        if reply[20:24] == packed:
+            return name
+    return None
+
+
+_SIOCGIFADDR = 0x8915
