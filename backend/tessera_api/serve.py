@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fastapi import FastAPI
 from pydantic import ValidationError
 
 from tessera_api.settings import DEFAULT_ADMIN_TOKEN, Settings
@@ -15,6 +16,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--no-migrate", action="store_true", help="skip `alembic upgrade head`")
+    parser.add_argument(
+        "--no-scheduler",
+        action="store_true",
+        help="only queue jobs; place and dispatch nothing (no broker needed)",
+    )
     return parser.parse_args(argv)
 
 
@@ -38,7 +44,16 @@ def main(argv: list[str]) -> int:
 
     import uvicorn
 
-    from tessera_api.app import create_app
-
-    uvicorn.run(create_app(settings), host=args.host, port=args.port, log_level="info")
+    uvicorn.run(build_app(settings, args.no_scheduler), host=args.host, port=args.port)
     return 0
+
+
+def build_app(settings: Settings, no_scheduler: bool) -> FastAPI:
+    """The app with the scheduler behind its dispatcher, or with the queue-only dispatcher."""
+    if no_scheduler:
+        from tessera_api.app import create_app
+
+        return create_app(settings)
+    from tessera_api.scheduling.service import create_scheduled_app
+
+    return create_scheduled_app(settings)
