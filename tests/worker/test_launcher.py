@@ -13,8 +13,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
+import torch
+
 from tessera_ml.testing import free_port
-from tessera_worker.launch import Rendezvous, TaskLaunch
+from tessera_worker.launch import HostedRank, Rendezvous, TaskLaunch
 from tessera_worker.launcher import LaunchSettings, Outcome, launch_ranks
 from tests.worker.proc_scan import pids_with, wait_for, wait_until_gone
 from tests.worker.toy_algorithm import ENTRY_POINT
@@ -124,7 +127,7 @@ LAUNCHER_SCRIPT = textwrap.dedent(
     """
     import sys, threading
     from pathlib import Path
-    from tessera_worker.launch import Rendezvous, TaskLaunch
+    from tessera_worker.launch import HostedRank, Rendezvous, TaskLaunch
     from tessera_worker.launcher import LaunchSettings, launch_ranks
     launch = TaskLaunch.model_validate_json(sys.argv[1])
     settings = LaunchSettings(home=Path(sys.argv[2]), extra_env={"PYTHONPATH": sys.argv[4]})
@@ -148,3 +151,18 @@ def test_killing_the_launcher_leaves_no_rank_behind(tmp_path: Path) -> None:
         launcher.kill()
         for pid in pids_with(_ranks_of(task)):
             os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_ranks_on_gpus_join_an_nccl_world(tmp_path: Path) -> None:
+    count = torch.cuda.device_count()
+    parties = ["alice"] * count
+    launch = _launch(uuid.uuid4().hex, list(range(count)), parties, steps=2)
+    launch = launch.model_copy(
+        update={
+            "backend": "nccl",
+            "ranks": [HostedRank(rank=r, device=f"cuda:{r}") for r in range(count)],
+        }
+    )
+    outcome = _run(launch, _settings(tmp_path), threading.Event(), free_port())
+    assert outcome.status == "succeeded", outcome.reason

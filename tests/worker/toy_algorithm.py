@@ -28,7 +28,7 @@ def run(ctx: RankContext) -> dict[str, Any]:
             break
         if ctx.rank == options.get("crash_rank") and step == options.get("crash_step", 1):
             raise RuntimeError(f"boom at step {step}")
-        value = torch.tensor([float(ctx.rank + 1)])
+        value = torch.tensor([float(ctx.rank + 1)], device=ctx.device)
         ctx.comm.all_reduce(value)
         total += float(value.item())
         ctx.reporter.metrics(step, {"loss": 1.0 / step, "total": total})

@@ -62,6 +62,7 @@ class Scheduler:
         self._wake = threading.Event()
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
+        self._unsent: list[Outgoing] = []
 
     # -- Dispatcher ------------------------------------------------------------------------
     def submit(self, session: Session, *, job_id: str) -> None:
@@ -110,6 +111,7 @@ class Scheduler:
                 outgoing += self._try_place(session, job)
             self._fail_lost_tasks(session)
             session.commit()
+            outgoing, self._unsent = self._unsent + outgoing, []
         self._send(outgoing)
 
     # -- internals -------------------------------------------------------------------------
@@ -177,6 +179,7 @@ class Scheduler:
             )
 
     def _send(self, outgoing: list[Outgoing]) -> None:
+        """Publish each message; one the broker refused is tried again on the next pass."""
         for o in outgoing:
             try:
                 self._sender.send(
@@ -188,3 +191,5 @@ class Scheduler:
                 )
             except Exception:
                 log.exception("could not send task %s to party %s", o.task_id, o.party)
+                with self._lock:
+                    self._unsent.append(o)
