@@ -103,6 +103,19 @@ def test_failed_rank_fails_the_task_naming_party_and_rank(tmp_path: Path) -> Non
     assert pids_with(_ranks_of(task)) == []
 
 
+def test_a_hung_rank_fails_the_task_within_the_collective_timeout(tmp_path: Path) -> None:
+    task = uuid.uuid4().hex
+    launch = _launch(task, [0, 1], ["alice", "alice"], steps=50, hang_rank=1, hang_step=2)
+    settings = _settings(tmp_path)
+    settings.collective_timeout_s = 3
+    started = time.monotonic()
+    outcome = _run(launch, settings, threading.Event(), free_port())
+
+    assert outcome.status == "failed" and outcome.rank == 0
+    assert time.monotonic() - started < 60
+    assert pids_with(_ranks_of(task)) == []
+
+
 def test_stop_signal_cancels_every_rank_quickly(tmp_path: Path) -> None:
     task = uuid.uuid4().hex
     launch = _launch(task, [0, 1], ["alice", "alice"], steps=10_000, step_s=0.05)

@@ -1,7 +1,8 @@
 """A tiny rank entry point for launcher tests: all-reduces a counter once per step.
 
 Options come from the configuration: ``steps``, ``step_s`` (sleep per step), ``crash_rank`` and
-``crash_step`` (that rank raises there), ``checkpoint_every``.
+``crash_step`` (that rank raises there), ``hang_rank`` and ``hang_step`` (that rank sleeps for an
+hour there), ``checkpoint_every``.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ def run(ctx: RankContext) -> dict[str, Any]:
             break
         if ctx.rank == options.get("crash_rank") and step == options.get("crash_step", 1):
             raise RuntimeError(f"boom at step {step}")
+        if ctx.rank == options.get("hang_rank") and step == options.get("hang_step", 1):
+            time.sleep(3600)
         value = torch.tensor([float(ctx.rank + 1)], device=ctx.device)
         ctx.comm.all_reduce(value)
         total += float(value.item())
