@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
+import torch
 
 from tessera_ml.netns import Testbed, unavailable_reason
 
@@ -38,3 +39,14 @@ def make_testbed() -> Iterator[MakeTestbed]:
 def testbed(make_testbed: MakeTestbed) -> Testbed:
     """Two simulated hosts joined by 100 Mbit/s links."""
     return make_testbed(2, rate_mbit=100.0)
+
+
+@pytest.fixture
+def one_thread() -> Iterator[None]:
+    """Run the test's torch work on one thread: the suite shares two cores."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

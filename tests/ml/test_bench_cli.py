@@ -9,6 +9,8 @@ import pytest
 
 from tessera_ml.bench.cli import available, main
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 def test_unknown_algorithm_lists_the_known_ones(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["nope"]) == 2

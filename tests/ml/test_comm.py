@@ -11,6 +11,8 @@ from tessera_ml.comm.base import Communicator
 from tessera_ml.comm.local import LocalWorldBroken, run_local
 from tessera_ml.testing import run_world
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 FLOAT = 4
 
 

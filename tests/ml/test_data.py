@@ -22,6 +22,8 @@ from tessera_ml.data import (
 from tessera_ml.data.partition import shard_rows
 from tessera_ml.metrics import auc
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 @pytest.mark.parametrize(
     ("ref", "task", "classes", "features"),

@@ -9,6 +9,8 @@ from torch import nn
 from tessera_ml.data import resolve
 from tessera_ml.models import build_model, count_parameters, parse_model_spec
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 
 def tiny_linear(in_features: int, out_features: int, scale: float = 1.0) -> nn.Module:
     layer = nn.Linear(in_features, out_features)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 
 import pytest
 import torch
 
 from tessera_ml.comm.base import Communicator
-from tessera_ml.netns import NETNS_DIR, Testbed, own_link_bytes
+from tessera_ml.netns import NETNS_DIR, Testbed, cleanup_stale, own_link_bytes
 from tessera_ml.testing import run_world
 from tests.ml.conftest import MakeTestbed
 
@@ -75,3 +76,18 @@ def test_hosts_must_fit_the_testbed(testbed: Testbed) -> None:
         run_world(_fail, 2, hosts=[0, 5], testbed=testbed)
     with pytest.raises(ValueError, match="pass testbed"):
         run_world(_fail, 2, hosts=[0, 1])
+
+
+def test_namespaces_of_a_dead_process_are_removed(testbed: Testbed) -> None:
+    stale_pid = _dead_pid()
+    name = f"tsr-{stale_pid}-0-r"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    removed = cleanup_stale()
+    assert name in removed and not (NETNS_DIR / name).exists()
+    assert all((NETNS_DIR / n).exists() for n in testbed.namespaces)
+
+
+def _dead_pid() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid

@@ -21,6 +21,8 @@ from tessera_ml.report import MemoryReporter
 from tessera_ml.spec import Assignment, PlanError
 from tessera_ml.testing import run_algorithm
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 CONFIG: dict[str, Any] = {
     "model": {"kind": "mlp", "hidden": [16]},
     "dataset": "sklearn:wine",

@@ -12,6 +12,7 @@ import importlib
 import json
 import math
 import pkgutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -89,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
             _error(f"--netns is not possible here: {reason}")
             return EXIT_UNAVAILABLE
     bench_args = BenchArgs(quick=args.quick, netns=args.netns, model=args.model, extra=extra)
+    if args.netns:
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)  # unwind, so the testbed is removed
     module = importlib.import_module(f"{algorithms.__name__}.{args.name}.bench")
     started = time.perf_counter()
     try:
@@ -136,6 +139,10 @@ def _plain(value: Any) -> Any:
     if hasattr(value, "item") and callable(value.item):
         return value.item()
     return value
+
+
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)
 
 
 def _error(message: str) -> None:

@@ -202,9 +202,28 @@ class LocalCommunicator(Communicator):
 
 
 def run_local(
-    fn: Callable[..., Any], world_size: int, *args: Any, timeout_s: float = 60.0
+    fn: Callable[..., Any],
+    world_size: int,
+    *args: Any,
+    timeout_s: float = 60.0,
+    threads: int | None = 1,
 ) -> list[Any]:
-    """Run ``fn(comm, *args)`` on ``world_size`` threads sharing one ``LocalWorld``."""
+    """Run ``fn(comm, *args)`` on ``world_size`` threads sharing one ``LocalWorld``.
+
+    ``threads`` sets torch's intra-op threads for the duration (None: leave as is).
+    """
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return _run_threads(fn, world_size, args, timeout_s)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _run_threads(
+    fn: Callable[..., Any], world_size: int, args: tuple[Any, ...], timeout_s: float
+) -> list[Any]:
     world = LocalWorld(world_size, timeout_s=timeout_s)
     results: list[Any] = [None] * world_size
     errors: list[tuple[int, BaseException]] = []

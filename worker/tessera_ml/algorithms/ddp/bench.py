@@ -106,7 +106,7 @@ def bench(args: BenchArgs) -> BenchReport:
             ddp = run_ddp(config, ranks, testbed=testbed, hosts=placement)
     else:
         ddp = run_ddp(config, ranks)
-    single = run_ddp({**config, "batch_size": batch * ranks}, 1)
+    single = run_ddp({**config, "batch_size": batch * ranks}, 1, in_process=True)
     results = dict(ddp)
     results.update({f"single_{k}": v for k, v in single.items() if k != "bytes_sent_per_step"})
     return BenchReport(params=params, results=results)
