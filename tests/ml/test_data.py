@@ -10,9 +10,13 @@ import torch
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 
+from tessera_ml.comm.base import Communicator
+from tessera_ml.comm.local import run_local
 from tessera_ml.data import (
     ClickParams,
     DataRefError,
+    Table,
+    align_across,
     align_tables,
     make_clicks,
     parse_ref,
@@ -154,3 +158,19 @@ def test_horizontal_and_vertical_partitions_cover_the_data() -> None:
     assert torch.equal(torch.cat([p.train.x for p in parts], 1), data.train.x)
     via_ref = resolve("sklearn:digits?shard=1/3&columns=8:16")
     assert torch.equal(via_ref.train.x, shards[1].x[:, 8:16])
+
+
+def _align(comm: Communicator, tables: list[Table]) -> list[int]:
+    aligned = align_across(comm, tables[comm.rank], salt="job-7")
+    return aligned.ids.tolist()
+
+
+def test_parties_align_by_exchanging_id_digests() -> None:
+    parties = [
+        Table(torch.zeros(4, 1), None, torch.tensor([5, 1, 9, 3])),
+        Table(torch.zeros(5, 2), torch.zeros(5), torch.tensor([3, 7, 9, 5, 2])),
+        Table(torch.zeros(3, 1), None, torch.tensor([9, 5, 3])),
+    ]
+    orders = run_local(_align, 3, parties)
+    assert orders[0] == orders[1] == orders[2]
+    assert sorted(orders[0]) == [3, 5, 9]

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import torch
-from sklearn import datasets as skd
 
 from tessera_ml.data.tabular import Dataset, Table, Task, split_by_id, standardize
 
 _LOADERS = {
-    "digits": (skd.load_digits, "classification"),
-    "breast_cancer": (skd.load_breast_cancer, "binary"),
-    "wine": (skd.load_wine, "classification"),
-    "diabetes": (skd.load_diabetes, "regression"),
+    "digits": ("load_digits", "classification"),
+    "breast_cancer": ("load_breast_cancer", "binary"),
+    "wine": ("load_wine", "classification"),
+    "diabetes": ("load_diabetes", "regression"),
 }
 
 
@@ -24,7 +25,7 @@ def load_sklearn(
     if name not in _LOADERS:
         raise ValueError(f"no bundled set {name!r} (known: {', '.join(_LOADERS)})")
     loader, task = _LOADERS[name]
-    bunch = loader()
+    bunch = getattr(importlib.import_module("sklearn.datasets"), loader)()
     x = torch.from_numpy(np.asarray(bunch.data, dtype=np.float32))
     target = np.asarray(bunch.target)
     y = _target(target, task)
