@@ -63,12 +63,14 @@ class BlockRows:
                 start += count
         return groups
 
-    def gather(self, rows: torch.Tensor) -> torch.Tensor:
-        """Copies of the given rows (int64 indices below ``capacity``)."""
-        out = torch.empty((rows.numel(), *self._row_shape()), dtype=self.dtype, device=self.device)
+    def gather(self, rows: torch.Tensor, columns: int | None = None) -> torch.Tensor:
+        """Copies of the given rows (int64 indices below ``capacity``), or their first columns."""
+        shape = self._row_shape() if columns is None else (columns,)
+        out = torch.empty((rows.numel(), *shape), dtype=self.dtype, device=self.device)
         offsets = rows & (self.block_rows - 1)
         for b, pos in self._by_block(rows):
-            out[pos] = self.blocks[b][offsets[pos]]
+            block = self.blocks[b] if columns is None else self.blocks[b][:, :columns]
+            out[pos] = block[offsets[pos]]
         return out
 
     def scatter(self, rows: torch.Tensor, values: torch.Tensor) -> None:
@@ -76,6 +78,16 @@ class BlockRows:
         offsets = rows & (self.block_rows - 1)
         for b, pos in self._by_block(rows):
             self.blocks[b][offsets[pos]] = values[pos]
+
+    def write_range(self, start: int, values: torch.Tensor) -> None:
+        """Overwrite rows ``start .. start + len(values) - 1`` (already reserved)."""
+        done = 0
+        while done < values.shape[0]:
+            row = start + done
+            block, offset = row >> self.shift, row & (self.block_rows - 1)
+            take = min(self.block_rows - offset, values.shape[0] - done)
+            self.blocks[block][offset : offset + take] = values[done : done + take]
+            done += take
 
     def head(self, num_rows: int) -> torch.Tensor:
         """Rows ``0 .. num_rows-1`` as one new contiguous tensor (for export)."""

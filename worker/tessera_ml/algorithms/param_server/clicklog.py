@@ -10,12 +10,22 @@ log is read.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import torch
 
-from tessera_ml.algorithms.param_server.hashing import salted, uniform
+from tessera_ml.algorithms.param_server.hashing import salted, uniform, uniform64
+
+
+@cache
+def _zipf_cdf(vocab: int, a: float) -> torch.Tensor:
+    weights = torch.arange(1, vocab + 1, dtype=torch.float64) ** -a
+    cdf = torch.cumsum(weights, 0)
+    return cdf / cdf[-1]
+
 
 TEST_OFFSET = 1 << 40
+EXACT_VOCAB = 1 << 22
 _FIELD_SHIFT = 40
 
 
@@ -33,14 +43,21 @@ class ClickLog:
     bias: float = -1.0
 
     def ranks(self, index: torch.Tensor) -> torch.Tensor:
-        """Popularity rank (1 = most frequent) of each field of each sample: [n, fields]."""
+        """Popularity rank (1 = most frequent) of each field of each sample: [n, fields].
+
+        Exact Zipf (inverse of the cumulative distribution) up to ``EXACT_VOCAB`` ranks; above,
+        a power law continuous on [0.5, vocab + 0.5) rounded to the nearest rank.
+        """
         fields = torch.arange(self.num_fields, dtype=torch.int64)
         keys = index.unsqueeze(1) * self.num_fields + fields
-        u = uniform(salted(keys, self.seed)).to(torch.float64)
+        u = uniform64(salted(keys, self.seed))
+        if self.vocab <= EXACT_VOCAB:
+            cdf = _zipf_cdf(self.vocab, self.zipf_a)
+            return torch.searchsorted(cdf, u, right=True).clamp_(max=self.vocab - 1) + 1
         power = 1.0 - self.zipf_a
-        top = float(self.vocab + 1) ** power
-        x = (1.0 + u * (top - 1.0)) ** (1.0 / power)
-        return x.floor().to(torch.int64).clamp_(1, self.vocab)
+        low, top = 0.5**power, (self.vocab + 0.5) ** power
+        x = (low + u * (top - low)) ** (1.0 / power)
+        return x.round().to(torch.int64).clamp_(1, self.vocab)
 
     def ids_of_ranks(self, ranks: torch.Tensor) -> torch.Tensor:
         fields = torch.arange(self.num_fields, dtype=torch.int64)

@@ -42,9 +42,19 @@ def uniform(keys: torch.Tensor) -> torch.Tensor:
     return (_shr(mix64(keys), 40) & _LOW24).to(torch.float32) * (1.0 / (1 << 24))
 
 
+def uniform64(keys: torch.Tensor) -> torch.Tensor:
+    """A float64 in [0, 1) per int64 key, from the top 53 bits of its hash."""
+    return _shr(mix64(keys), 11).to(torch.float64) * (1.0 / (1 << 53))
+
+
 def init_rows(ids: torch.Tensor, dim: int, seed: int, scale: float) -> torch.Tensor:
-    """Initial embedding rows, uniform in [-scale, scale), determined by (id, column, seed)."""
-    base = salted(ids, seed)
-    cols = torch.arange(dim, dtype=torch.int64, device=ids.device) * _GOLDEN
-    u = uniform(base.unsqueeze(1) ^ cols.unsqueeze(0))
-    return (u * 2.0 - 1.0) * scale
+    """Initial embedding rows, uniform in [-scale, scale), determined by (id, column, seed).
+
+    One full hash per id; column ``j`` takes the top 24 bits of that hash times an odd
+    constant of its own (multiply-shift hashing), so a row costs a few operations per column.
+    """
+    base = salted(ids, seed).unsqueeze(1)
+    multipliers = mix64(torch.arange(dim, dtype=torch.int64, device=ids.device)) | 1
+    bits = (base * multipliers) >> 40
+    u = bits.bitwise_and_(_LOW24).to(torch.float32)
+    return u.mul_(2.0 * scale / (1 << 24)).sub_(scale)

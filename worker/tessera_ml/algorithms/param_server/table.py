@@ -15,7 +15,9 @@ from tessera_ml.algorithms.param_server.blocks import BlockRows
 from tessera_ml.algorithms.param_server.hashing import init_rows, salted
 
 _EMPTY = -1
-_MAX_LOAD = 0.7
+_MAX_LOAD = 0.5
+_MAX_WINDOW = 16
+_ID_BLOCK_FACTOR = 16
 _INDEX_SALT = 0x1DE
 
 
@@ -56,7 +58,10 @@ class DynamicTable:
         self.rows = BlockRows(
             dim + slots, block_rows=block_rows, dtype=torch.float32, device=device
         )
-        self.ids = BlockRows(None, block_rows=block_rows, dtype=torch.int64, device=device)
+        # ids are 8 bytes a row: larger blocks keep the probe loop short at little slack
+        self.ids = BlockRows(
+            None, block_rows=block_rows * _ID_BLOCK_FACTOR, dtype=torch.int64, device=device
+        )
         self.num_rows = 0
         capacity = 1 << max(min_capacity - 1, 1).bit_length()
         self.index = torch.full((capacity,), _EMPTY, dtype=torch.int32, device=self.device)
@@ -81,97 +86,121 @@ class DynamicTable:
     def _home(self, keys: torch.Tensor) -> torch.Tensor:
         return salted(keys, _INDEX_SALT) & (self.index.numel() - 1)
 
-    def _place(self, keys: torch.Tensor, rows: torch.Tensor) -> None:
-        """Enter ids known to be absent (and unique) into the index."""
-        mask = self.index.numel() - 1
-        pos = self._home(keys)
-        pending = torch.arange(keys.numel(), device=self.device)
-        while pending.numel():
-            p = pos[pending]
-            empty = self.index[p] < 0
-            candidates, at = pending[empty], p[empty]
-            slot, inverse = torch.unique(at, return_inverse=True)
-            first = torch.full_like(slot, keys.numel()).scatter_reduce_(
-                0, inverse, candidates, "amin"
-            )
-            self.index[slot] = rows[first].to(torch.int32)
-            placed = torch.zeros(keys.numel(), dtype=torch.bool, device=self.device)
-            placed[first] = True
-            pending = pending[~placed[pending]]
-            pos[pending] = (pos[pending] + 1) & mask
+    def _window(self, pos: torch.Tensor, width: int) -> torch.Tensor:
+        """The ``width`` consecutive slots starting at each position: [n, width]."""
+        offsets = torch.arange(width, device=self.device)
+        return (pos.unsqueeze(1) + offsets) & (self.index.numel() - 1)
 
-    def _grow_index(self, num_rows: int) -> None:
+    def _place(
+        self, keys: torch.Tensor, rows: torch.Tensor, start: torch.Tensor | None = None
+    ) -> None:
+        """Enter ids known to be absent (and unique) into the index.
+
+        Each round every pending id writes its row into the first empty slot of its probe
+        window (widening as in ``_search``); reading the slots back tells which of the ids
+        aiming at one slot won it. Ids whose window is full move on to the next window.
+        ``start`` may give, per id, the first empty slot of its probe sequence when a search
+        just found it.
+        """
+        pos = self._home(keys) if start is None else start.clone()
+        rows32 = rows.to(torch.int32)
+        pending = torch.arange(keys.numel(), device=self.device)
+        width = 1
+        while pending.numel():
+            window = self._window(pos[pending], width)
+            empty = self.index[window] < 0
+            has_empty = empty.any(dim=1)
+            full = pending[~has_empty]
+            pos[full] = pos[full] + width
+            pending, window, empty = pending[has_empty], window[has_empty], empty[has_empty]
+            slot = window.gather(1, empty.to(torch.int8).argmax(dim=1, keepdim=True)).squeeze(1)
+            self.index[slot] = rows32[pending]
+            won = self.index[slot] == rows32[pending]
+            pending = torch.cat([pending[~won], full])
+            width = min(width * 4, _MAX_WINDOW)
+
+    def _grow_index(self, num_rows: int) -> bool:
+        """Rebuild the index larger if ``num_rows`` would exceed the load limit."""
         capacity = self.index.numel()
         while num_rows > _MAX_LOAD * capacity:
             capacity *= 2
         if capacity == self.index.numel():
-            return
+            return False
         self.index = torch.full((capacity,), _EMPTY, dtype=torch.int32, device=self.device)
         if self.num_rows:
             self._place(self.ids.head(self.num_rows), torch.arange(self.num_rows))
-
-    def _probe(self, keys: torch.Tensor, *, insert: bool) -> torch.Tensor:
-        """Row of each unique id; absent ids are created when ``insert``, else -1."""
-        n = keys.numel()
-        out = torch.full((n,), _EMPTY, dtype=torch.int64, device=self.device)
-        if insert:
-            self._grow_index(self.num_rows + n)
-        mask = self.index.numel() - 1
-        pos = self._home(keys)
-        pending = torch.arange(n, device=self.device)
-        while pending.numel():
-            p = pos[pending]
-            row = self.index[p].to(torch.int64)
-            occupied = row >= 0
-            seen, seen_rows = pending[occupied], row[occupied]
-            hit = self.ids.gather(seen_rows) == keys[seen]
-            out[seen[hit]] = seen_rows[hit]
-            retry = seen[~hit]
-            pos[retry] = (pos[retry] + 1) & mask
-            if insert:
-                free, at = pending[~occupied], p[~occupied]
-                slot, inverse = torch.unique(at, return_inverse=True)
-                first = torch.full_like(slot, n).scatter_reduce_(0, inverse, free, "amin")
-                new_rows = self._append(keys[first])
-                self.index[slot] = new_rows.to(torch.int32)
-                out[first] = new_rows
-                retry = torch.cat([retry, free[out[free] < 0]])
-            pending = retry
-        return out
+        return True
 
     def _append(self, keys: torch.Tensor) -> torch.Tensor:
         """Create rows for new ids at the end of the block storage."""
         start, count = self.num_rows, keys.numel()
-        rows = torch.arange(start, start + count, device=self.device)
-        if count == 0:
-            return rows
         self.rows.reserve(start + count)
         self.ids.reserve(start + count)
-        self.ids.scatter(rows, keys)
+        self.ids.write_range(start, keys)
         values = torch.zeros((count, self.width), dtype=torch.float32, device=self.device)
         values[:, : self.dim] = init_rows(keys, self.dim, self.seed, self.init_scale)
-        self.rows.scatter(rows, values)
+        self.rows.write_range(start, values)
         self.num_rows += count
-        return rows
+        return torch.arange(start, start + count, device=self.device)
 
     # ---- public operations ----------------------------------------------------------------
 
+    def _search(self, keys: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Row of each unique id (-1 where absent) and, for the absent, the empty slot met.
+
+        Each round compares every pending id with the ids of the rows in its probe window (one
+        slot first, then wider windows for the few ids still pending); an id is found at its
+        first match, and absent when an empty slot comes before any match.
+        """
+        out = torch.full(keys.shape, _EMPTY, dtype=torch.int64, device=self.device)
+        free_slot = torch.full(keys.shape, _EMPTY, dtype=torch.int64, device=self.device)
+        pos = self._home(keys)
+        pending = torch.arange(keys.numel(), device=self.device)
+        width = 1
+        while pending.numel():
+            window = self._window(pos[pending], width)
+            row = self.index[window].to(torch.int64)
+            occupied = row >= 0
+            match = torch.zeros_like(occupied)
+            wanted = keys[pending].unsqueeze(1).expand_as(row)
+            match[occupied] = self.ids.gather(row[occupied]) == wanted[occupied]
+            # the first slot that either matches or is empty ends the search
+            stop = match | ~occupied
+            ended = stop.any(dim=1)
+            first = stop.to(torch.int8).argmax(dim=1, keepdim=True)
+            hit = ended & match.gather(1, first).squeeze(1)
+            out[pending[hit]] = row[hit].gather(1, first[hit]).squeeze(1)
+            miss = ended & ~hit
+            free_slot[pending[miss]] = window[miss].gather(1, first[miss]).squeeze(1)
+            pending = pending[~ended]
+            pos[pending] = pos[pending] + width
+            width = min(width * 4, _MAX_WINDOW)
+        return out, free_slot
+
     def find(self, unique_ids: torch.Tensor) -> torch.Tensor:
         """Row of each (unique) id, -1 where absent."""
-        return self._probe(unique_ids, insert=False)
+        return self._search(unique_ids)[0]
 
     def find_or_insert(self, unique_ids: torch.Tensor) -> torch.Tensor:
         """Row of each (unique) id, creating the absent ones."""
-        return self._probe(unique_ids, insert=True)
+        rows, free_slot = self._search(unique_ids)
+        missing = (rows < 0).nonzero().squeeze(1)
+        if missing.numel():
+            keys = unique_ids[missing]
+            rebuilt = self._grow_index(self.num_rows + keys.numel())
+            created = self._append(keys)
+            self._place(keys, created, None if rebuilt else free_slot[missing])
+            rows[missing] = created
+        return rows
 
     def embeddings(self, rows: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """Embedding part of the given rows; for row -1 the id's initial value, uncreated."""
         present = rows >= 0
         if bool(present.all()):
-            return self.rows.gather(rows)[:, : self.dim]
+            return self.rows.gather(rows, columns=self.dim)
         out = init_rows(ids, self.dim, self.seed, self.init_scale)
         if bool(present.any()):
-            out[present] = self.rows.gather(rows[present])[:, : self.dim]
+            out[present] = self.rows.gather(rows[present], columns=self.dim)
         return out
 
     def read(self, rows: torch.Tensor) -> torch.Tensor:
@@ -202,7 +231,7 @@ class DynamicTable:
         self.index = torch.full_like(self.index, _EMPTY)
         self._grow_index(saved.ids.numel())
         rows = self._append(saved.ids)
-        self.rows.scatter(rows, torch.cat([saved.params, saved.state], dim=1))
+        self.rows.write_range(0, torch.cat([saved.params, saved.state], dim=1))
         self._place(saved.ids, rows)
 
     def keep(self, mask: torch.Tensor) -> int:

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from tessera_ml.algorithms.param_server.clicklog import ClickLog
 from tessera_ml.algorithms.param_server.hashing import shard_of
+from tessera_ml.algorithms.param_server.metrics import auc
 from tessera_ml.algorithms.param_server.model import dense_tower, forward
 from tessera_ml.algorithms.param_server.spec import ParamServerConfig
 from tessera_ml.algorithms.param_server.wire import UNIQUE, Header, Kind, send_request
@@ -149,8 +150,6 @@ class Worker:
 
     def evaluate(self, step: int) -> dict[str, float]:
         """AUC and loss over the held-out samples, split among the workers."""
-        from sklearn.metrics import roc_auc_score
-
         per = self.config.eval_samples // self.group.size
         index = self.log.test_indices(per * self.group.size)[
             self.index * per : (self.index + 1) * per
@@ -176,8 +175,8 @@ class Worker:
         if labels.min() == labels.max():
             return {}
         return {
-            "auc": float(roc_auc_score(labels.numpy(), scores.numpy())),
-            "ground_truth_auc": float(roc_auc_score(labels.numpy(), truth.numpy())),
+            "auc": auc(scores, labels),
+            "ground_truth_auc": auc(truth, labels),
             "eval_loss": float(F.binary_cross_entropy_with_logits(scores, labels)),
         }
 
