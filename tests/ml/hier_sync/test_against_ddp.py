@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import torch
 
+from tessera_ml.algorithms.hier_sync.jobs import JobOutcome, ddp_params, hier_params
 from tests.ml.hier_sync.conftest import STEPS
-from tests.ml.hier_sync.scenarios import JobOutcome, ddp_params, hier_params
 
 Runs = tuple[Path, dict[str, JobOutcome]]
 

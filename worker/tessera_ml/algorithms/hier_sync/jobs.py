@@ -1,7 +1,8 @@
-"""Several platform jobs run one after another on the ranks of one real gloo world.
+"""Several platform jobs run one after another on the ranks of one gloo world.
 
 Each job is planned from its assignments exactly as the control plane plans it and run through
-its registered entry point; sharing one world keeps the multi-process tests within budget.
+its registered entry point. Sharing one world keeps the tests and the quick benchmark short;
+``ddp_params`` and ``hier_params`` read the final parameters back from the jobs' checkpoints.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ class JobOutcome:
 
 
 def run_jobs(comm: Communicator, jobs: list[Job]) -> dict[str, JobOutcome]:
-    torch.set_num_threads(1)
+    """On every rank of a world: run ``jobs`` in order; outcomes by job name."""
     outcomes = {}
     for job in jobs:
         comm.stats.reset()
