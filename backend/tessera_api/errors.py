@@ -8,10 +8,12 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel
 from sqlalchemy.exc import DataError, IntegrityError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from tessera_api.frontend import dashboard_file
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
 
@@ -128,7 +130,9 @@ def install_error_handlers(app: FastAPI) -> None:
         return problem_response(422, "validation_error", "the request is invalid", errors)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http(request: Request, exc: StarletteHTTPException) -> Response:
+        if exc.status_code == 404 and (page := dashboard_file(request)) is not None:
+            return page
         code = _HTTP_CODES.get(exc.status_code, "http_error")
         return problem_response(exc.status_code, code, str(exc.detail), None, exc.headers)
 

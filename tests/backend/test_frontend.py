@@ -21,9 +21,12 @@ def test_dashboard_and_fallback(tmp_path: Path) -> None:
     assert client.get("/").text == "<html>tessera</html>"
     assert client.get("/jobs/abc").text == "<html>tessera</html>"
     assert client.get("/assets/app.js").text == "console.log(1)"
-    missing = client.get("/api/v1/nothing")
-    assert missing.status_code == 404
-    assert missing.headers["content-type"].startswith("application/problem+json")
+    for method in ("GET", "POST"):
+        missing = client.request(method, "/api/v1/nothing")
+        assert missing.status_code == 404
+        assert missing.headers["content-type"].startswith("application/problem+json")
+    assert client.post("/jobs/abc").status_code == 404
+    assert client.get("/api/v1/health").json() == {"status": "ok"}
     (tmp_path / "secret.txt").write_text("secret")
     escaped = client.get("/assets/%2E%2E/%2E%2E/secret.txt")
     assert escaped.text == "<html>tessera</html>"
