@@ -96,7 +96,8 @@ class PerturbedForward:
         for name, p in _own_trainable(module):
             z = self.source.draw(self.seed, self.source.index(p))
             saved[name] = p
-            module._parameters[name] = z.mul_(self.scale).add_(p)  # type: ignore[assignment]
+            perturbed = torch.add(p, z, alpha=self.scale, out=z)
+            module._parameters[name] = perturbed  # type: ignore[assignment]
         self._saved[id(module)] = {"module": module, "params": saved}
 
     def _swap_out(self, module: nn.Module, args: Any, output: Any) -> None:
