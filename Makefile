@@ -5,13 +5,13 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
 
-.PHONY: run test install lint typecheck pytest frontend clean
+.PHONY: run test install lint typecheck pytest frontend frontend-test clean
 
 # make run [PORT=8000]: the control plane, the dashboard and the demo parties' workers
 run: install frontend
 	$(BIN)/tessera up $(if $(PORT),--port $(PORT))
 
-test: install frontend lint typecheck pytest
+test: install frontend lint typecheck frontend-test pytest
 
 install: $(STAMP)
 
@@ -26,6 +26,9 @@ $(STAMP): pyproject.toml
 
 frontend:
 	@if [ -f frontend/package.json ]; then $(MAKE) -C frontend build; fi
+
+frontend-test:
+	@if [ -f frontend/package.json ]; then $(MAKE) -C frontend test; fi
 
 lint:
 	$(BIN)/ruff check .

@@ -1,0 +1,213 @@
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useCallback, useState } from "react";
+import { useParams } from "react-router-dom";
+import { api, errorText, unwrap, type JobPublic } from "../api/client";
+import { LogViewer } from "../components/LogViewer";
+import { MetricCharts } from "../components/MetricCharts";
+import { StatusChip } from "../components/StatusChip";
+import { formatBytes, formatTime, TERMINAL } from "../hooks/queries";
+import { useJobEvents } from "../hooks/useJobEvents";
+
+export function JobDetailPage() {
+  const { jobId = "" } = useParams();
+  const queryClient = useQueryClient();
+  const job = useQuery({
+    queryKey: ["job", jobId],
+    queryFn: async () => unwrap(await api.GET("/api/v1/jobs/{job_id}", { params: { path: { job_id: jobId } } })),
+    refetchInterval: (q) => (q.state.data && TERMINAL.has(q.state.data.status) ? false : 5000),
+  });
+  const live = Boolean(job.data && !TERMINAL.has(job.data.status));
+  useJobEvents(jobId, live);
+
+  const metrics = useQuery({
+    queryKey: ["metrics", jobId],
+    queryFn: async () =>
+      unwrap(await api.GET("/api/v1/jobs/{job_id}/metrics", { params: { path: { job_id: jobId }, query: { max_points: 1000 } } })),
+    enabled: Boolean(job.data?.attempts.length),
+  });
+  const transitions = useQuery({
+    queryKey: ["transitions", jobId],
+    queryFn: async () => unwrap(await api.GET("/api/v1/jobs/{job_id}/transitions", { params: { path: { job_id: jobId } } })),
+  });
+  const checkpoints = useQuery({
+    queryKey: ["checkpoints", jobId],
+    queryFn: async () => unwrap(await api.GET("/api/v1/jobs/{job_id}/checkpoints", { params: { path: { job_id: jobId } } })),
+  });
+
+  const refresh = () => queryClient.invalidateQueries({ queryKey: ["job", jobId] });
+  const cancel = useMutation({
+    mutationFn: async () => unwrap(await api.POST("/api/v1/jobs/{job_id}/cancel", { params: { path: { job_id: jobId } } })),
+    onSuccess: refresh,
+  });
+  const [retryStep, setRetryStep] = useState<string>("");
+  const retry = useMutation({
+    mutationFn: async () =>
+      unwrap(
+        await api.POST("/api/v1/jobs/{job_id}/retry", {
+          params: { path: { job_id: jobId } },
+          body: { step: retryStep === "" ? null : Number(retryStep) },
+        }),
+      ),
+    onSuccess: refresh,
+  });
+
+  const rankLabel = useCallback(
+    (rank: number) => {
+      const party = job.data ? partyOfRank(job.data, rank) : undefined;
+      return party ? `r${rank} ${party}` : `r${rank}`;
+    },
+    [job.data],
+  );
+
+  if (job.error) return <p className="banner bad">{errorText(job.error)}</p>;
+  if (!job.data) return <p>Loading…</p>;
+  const j = job.data;
+  const attempt = j.attempts[j.attempts.length - 1];
+  const steps = [...new Set(checkpoints.data?.map((c) => c.step) ?? [])].sort((a, b) => b - a);
+  const bytesNow = lastValues(metrics.data?.series ?? [], "bytes_sent");
+
+  return (
+    <>
+      <div className="row spread">
+        <h2>
+          {j.name} <StatusChip status={j.status} />
+        </h2>
+        <div className="row">
+          {!TERMINAL.has(j.status) && j.status !== "cancelling" && (
+            <button className="danger" onClick={() => cancel.mutate()} disabled={cancel.isPending}>
+              Cancel
+            </button>
+          )}
+          {TERMINAL.has(j.status) && (
+            <>
+              <label>
+                Resume from{" "}
+                <select value={retryStep} onChange={(e) => setRetryStep(e.target.value)}>
+                  <option value="">last checkpoint</option>
+                  {steps.map((s) => (
+                    <option key={s} value={s}>
+                      step {s}
+                    </option>
+                  ))}
+                </select>
+              </label>
+              <button onClick={() => retry.mutate()} disabled={retry.isPending}>
+                Retry
+              </button>
+            </>
+          )}
+        </div>
+      </div>
+      {(cancel.error || retry.error) && <p className="banner bad">{errorText(cancel.error ?? retry.error)}</p>}
+      <p className="muted">
+        <span className="mono">{j.algorithm}</span> · created {formatTime(j.created_at)} by {j.creator}
+        {j.status_reason && <> · {j.status_reason}</>}
+      </p>
+
+      <section aria-label="Charts">
+        <MetricCharts series={metrics.data?.series ?? []} rankLabel={rankLabel} />
+      </section>
+
+      <section className="panel" style={{ marginTop: "1rem", overflowX: "auto" }}>
+        <h3>Tasks {attempt && <span className="muted">(attempt {attempt.number})</span>}</h3>
+        <table aria-label="Tasks">
+          <thead>
+            <tr>
+              <th>Party</th>
+              <th>Ranks</th>
+              <th>Roles</th>
+              <th>Status</th>
+              <th>Bytes sent</th>
+              <th>Reason</th>
+            </tr>
+          </thead>
+          <tbody>
+            {attempt?.tasks.map((t) => (
+              <tr key={t.id}>
+                <td>{t.party}</td>
+                <td className="mono">{t.ranks.map((r) => `${r.rank}@${r.device}`).join(", ")}</td>
+                <td>{[...new Set(t.ranks.map((r) => roleOfRank(j, r.rank)))].join(", ")}</td>
+                <td>
+                  <StatusChip status={t.status} />
+                </td>
+                <td>{formatBytes(t.ranks.reduce((n, r) => n + (bytesNow.get(r.rank) ?? 0), 0))}</td>
+                <td className="muted">{t.reason}</td>
+              </tr>
+            ))}
+            {!attempt?.tasks.length && (
+              <tr>
+                <td colSpan={6} className="muted">
+                  No tasks yet{j.status_reason ? `: ${j.status_reason}` : ""}.
+                </td>
+              </tr>
+            )}
+          </tbody>
+        </table>
+      </section>
+
+      <LogViewer jobId={jobId} taskIds={attempt?.tasks.map((t) => t.id) ?? []} live={live} />
+
+      <div className="charts">
+        <section className="panel" aria-label="Timeline">
+          <h3>Timeline</h3>
+          <ol className="timeline">
+            {transitions.data?.map((t, i) => (
+              <li key={i}>
+                <span className="muted">{formatTime(t.created_at)}</span> {t.entity} {t.from_status ?? "—"} → <strong>{t.to_status}</strong>
+                {t.reason && <span className="muted"> · {t.reason}</span>}
+              </li>
+            ))}
+          </ol>
+        </section>
+        <section className="panel" aria-label="Checkpoints">
+          <h3>Checkpoints</h3>
+          <table>
+            <thead>
+              <tr>
+                <th>Step</th>
+                <th>Rank</th>
+                <th>Size</th>
+                <th>SHA-256</th>
+              </tr>
+            </thead>
+            <tbody>
+              {checkpoints.data?.map((c, i) => (
+                <tr key={i}>
+                  <td>{c.step}</td>
+                  <td>{c.rank}</td>
+                  <td>{formatBytes(c.size)}</td>
+                  <td className="mono">{c.sha256.slice(0, 12)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+          {checkpoints.data?.length === 0 && <p className="muted">None yet.</p>}
+        </section>
+      </div>
+    </>
+  );
+}
+
+function planOf(job: JobPublic): { rank: number; party: string; role: string }[] {
+  const out: { rank: number; party: string; role: string }[] = [];
+  for (const a of job.assignments) for (let p = 0; p < a.processes; p++) out.push({ rank: -1, party: a.party, role: a.role });
+  return out;
+}
+
+function partyOfRank(job: JobPublic, rank: number): string | undefined {
+  const attempt = job.attempts[job.attempts.length - 1];
+  const task = attempt?.tasks.find((t) => t.ranks.some((r) => r.rank === rank));
+  return task?.party ?? planOf(job)[rank]?.party;
+}
+
+function roleOfRank(job: JobPublic, rank: number): string {
+  const party = partyOfRank(job, rank);
+  const roles = job.assignments.filter((a) => a.party === party).map((a) => a.role);
+  return roles.join("/");
+}
+
+function lastValues(series: { name: string; rank: number; points: { value: number }[] }[], name: string): Map<number, number> {
+  const out = new Map<number, number>();
+  for (const s of series) if (s.name === name && s.points.length) out.set(s.rank, s.points[s.points.length - 1].value);
+  return out;
+}

@@ -1,0 +1,141 @@
+import { keepPreviousData, useQuery } from "@tanstack/react-query";
+import { Link, useSearchParams } from "react-router-dom";
+import { api, errorText, unwrap } from "../api/client";
+import { StatusChip } from "../components/StatusChip";
+import { formatTime, JOB_STATUSES, useAlgorithms, useParties } from "../hooks/queries";
+
+const PAGE = 20;
+
+export function JobsPage() {
+  const [params, setParams] = useSearchParams();
+  const status = params.get("status") ?? "";
+  const algorithm = params.get("algorithm") ?? "";
+  const party = params.get("party") ?? "";
+  const q = params.get("q") ?? "";
+  const page = Number(params.get("page") ?? "0");
+  const algorithms = useAlgorithms();
+  const parties = useParties();
+
+  const jobs = useQuery({
+    queryKey: ["jobs", status, algorithm, party, q, page],
+    queryFn: async () =>
+      unwrap(
+        await api.GET("/api/v1/jobs", {
+          params: {
+            query: {
+              status: (status || undefined) as never,
+              algorithm: algorithm || undefined,
+              party: party || undefined,
+              q: q || undefined,
+              limit: PAGE,
+              offset: page * PAGE,
+            },
+          },
+        }),
+      ),
+    refetchInterval: 3000,
+    placeholderData: keepPreviousData,
+  });
+
+  const set = (key: string, value: string) => {
+    const next = new URLSearchParams(params);
+    if (value) next.set(key, value);
+    else next.delete(key);
+    if (key !== "page") next.delete("page");
+    setParams(next, { replace: true });
+  };
+  const pages = Math.max(1, Math.ceil((jobs.data?.count ?? 0) / PAGE));
+
+  return (
+    <>
+      <div className="row spread">
+        <h2>Jobs</h2>
+        <Link className="button" to="/jobs/new">
+          New job
+        </Link>
+      </div>
+      <div className="panel row" role="search">
+        <label>
+          <span className="visually-hidden">Search by name</span>
+          <input type="search" placeholder="Search by name" value={q} onChange={(e) => set("q", e.target.value)} />
+        </label>
+        <label>
+          Status{" "}
+          <select value={status} onChange={(e) => set("status", e.target.value)}>
+            <option value="">any</option>
+            {JOB_STATUSES.map((s) => (
+              <option key={s}>{s}</option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Algorithm{" "}
+          <select value={algorithm} onChange={(e) => set("algorithm", e.target.value)}>
+            <option value="">any</option>
+            {algorithms.data?.map((a) => (
+              <option key={a.name}>{a.name}</option>
+            ))}
+          </select>
+        </label>
+        <label>
+          Party{" "}
+          <select value={party} onChange={(e) => set("party", e.target.value)}>
+            <option value="">any</option>
+            {parties.data?.data.map((p) => (
+              <option key={p.name}>{p.name}</option>
+            ))}
+          </select>
+        </label>
+      </div>
+      {jobs.error && <p className="banner bad">{errorText(jobs.error)}</p>}
+      <div className="panel" style={{ overflowX: "auto" }}>
+        <table aria-label="Jobs">
+          <thead>
+            <tr>
+              <th>Name</th>
+              <th>Algorithm</th>
+              <th>Status</th>
+              <th>Parties</th>
+              <th>Created</th>
+              <th>Reason</th>
+            </tr>
+          </thead>
+          <tbody>
+            {jobs.data?.data.map((j) => (
+              <tr key={j.id}>
+                <td>
+                  <Link to={`/jobs/${j.id}`}>{j.name}</Link>
+                </td>
+                <td className="mono">{j.algorithm}</td>
+                <td>
+                  <StatusChip status={j.status} />
+                </td>
+                <td>{j.parties.join(", ")}</td>
+                <td>{formatTime(j.created_at)}</td>
+                <td className="muted">{j.status_reason}</td>
+              </tr>
+            ))}
+            {jobs.data && jobs.data.data.length === 0 && (
+              <tr>
+                <td colSpan={6} className="muted">
+                  No jobs match.
+                </td>
+              </tr>
+            )}
+          </tbody>
+        </table>
+        <nav className="row" aria-label="Pagination" style={{ marginTop: "0.75rem" }}>
+          <button disabled={page <= 0} onClick={() => set("page", String(page - 1))}>
+            Previous
+          </button>
+          <span>
+            Page {page + 1} of {pages} · {jobs.data?.count ?? 0} jobs
+          </span>
+          <button disabled={page + 1 >= pages} onClick={() => set("page", String(page + 1))}>
+            Next
+          </button>
+        </nav>
+      </div>
+    </>
+  );
+}
