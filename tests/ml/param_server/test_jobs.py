@@ -68,8 +68,12 @@ def _jobs(comm: Communicator, jobs: list[tuple[dict[str, Any], str | None, str |
     entry = getattr(importlib.import_module(module), func)
     outcomes = []
     for config, checkpoint_dir, resume_from in jobs:
-        cfg = spec.parse_config(config)
-        plan = spec.make_plan([Assignment.model_validate(a) for a in ASSIGNMENTS], cfg)
+        dataset = config.get("dataset")
+        cfg = spec.parse_config({k: v for k, v in config.items() if k != "dataset"})
+        assignments = [
+            {**a, "dataset": dataset} if a["role"] == "worker" else a for a in ASSIGNMENTS
+        ]
+        plan = spec.make_plan([Assignment.model_validate(a) for a in assignments], cfg)
         comm.stats.reset()
         reporter = MemoryReporter()
         ctx = RankContext(
@@ -97,8 +101,10 @@ def test_sync_job_then_resume_dedup_async_and_eviction(tmp_path: Path) -> None:
         ({**BASE, "dedup": False}, str(tmp_path / "c"), None),
         ({**BASE, "mode": "async", "staleness": 2}, str(tmp_path / "d"), None),
         ({**BASE, "eviction": "lfu", "max_rows": 150, "evict_every": 2}, None, None),
+        ({**BASE, "dataset": "generated:clicks?rows=3000&fields=3&ids=200"}, None, None),
     ]
-    full, resumed, undeduped, stale, evicting = zip(*run_world(_jobs, 4, jobs), strict=True)
+    outcomes = run_world(_jobs, 4, jobs)
+    full, resumed, undeduped, stale, evicting, from_dataset = zip(*outcomes, strict=True)
 
     # rows exist for exactly the ids the workers trained on, each on the server its hash names
     exported = [_final(tmp_path / "a", 4, s) for s in SERVERS]
@@ -148,3 +154,9 @@ def test_sync_job_then_resume_dedup_async_and_eviction(tmp_path: Path) -> None:
         assert result["evicted_rows"] > 0
         sizes = {step: v for step, name, v in points if name == "table_rows"}
         assert sizes[1] <= 150 and sizes[3] <= 150
+
+    # workers reading a party dataset: rows per (field, id) seen, AUC beside the generator's
+    lead = from_dataset[WORKERS[0]][0]
+    assert 0.5 < lead["ground_truth_auc"] <= 1.0 and 0.0 <= lead["auc"] <= 1.0
+    rows = sum(from_dataset[s][0]["live_rows"] for s in SERVERS)
+    assert 0 < rows <= 3 * 200

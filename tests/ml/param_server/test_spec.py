@@ -69,11 +69,17 @@ def test_async_staleness_and_eviction_options_are_accepted() -> None:
     assert len(SPEC.make_plan(_assignments(), config)) == 5
 
 
-def test_party_datasets_are_refused_with_the_field() -> None:
+def test_worker_datasets_are_checked_and_servers_hold_none() -> None:
+    config = SPEC.parse_config({})
+    assert len(SPEC.make_plan(_assignments(dataset="generated:clicks?rows=500"), config)) == 5
     with pytest.raises(PlanError) as err:
-        SPEC.make_plan(_assignments(dataset="file:clicks.parquet"), SPEC.parse_config({}))
-    assert err.value.code == "dataset_unsupported"
+        SPEC.make_plan(_assignments(dataset="ftp:clicks"), config)
+    assert err.value.code == "unknown_scheme"
     assert err.value.loc == ("assignments", 1, "dataset")
+    on_server = [Assignment(party="a", role="server", dataset="generated:clicks")]
+    with pytest.raises(PlanError) as err:
+        SPEC.make_plan([*on_server, Assignment(party="b", role="worker")], config)
+    assert err.value.code == "dataset_on_server"
 
 
 def test_block_rows_must_be_a_power_of_two() -> None:

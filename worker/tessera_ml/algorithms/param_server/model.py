@@ -21,7 +21,14 @@ def dense_tower(num_fields: int, dim: int, hidden: list[int], seed: int) -> nn.M
     return model
 
 
-def forward(model: nn.Module, embeddings: torch.Tensor) -> torch.Tensor:
-    """Logits [batch] from embeddings [batch, fields, dim]."""
+def forward(model: nn.Module, embeddings: torch.Tensor, interactions: bool) -> torch.Tensor:
+    """Logits [batch] from embeddings [batch, fields, dim].
+
+    With ``interactions`` the logit adds every pairwise dot product of the fields' embeddings
+    (a factorisation machine beside the MLP), computed as ((sum e)^2 - sum e^2) / 2.
+    """
     out: torch.Tensor = model(embeddings.flatten(1)).squeeze(1)
+    if interactions:
+        total = embeddings.sum(dim=1)
+        out = out + 0.5 * (total.pow(2).sum(dim=1) - embeddings.pow(2).sum(dim=(1, 2)))
     return out

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tessera_ml.data.refs import DataRefError, parse_ref
 from tessera_ml.spec import (
     AlgorithmConfig,
     AlgorithmSpec,
@@ -52,6 +53,11 @@ class ParamServerConfig(AlgorithmConfig):
         default_factory=lambda: [64, 32],
         max_length=16,
         description="Hidden layer widths of the dense MLP over the concatenated embeddings",
+    )
+    interactions: bool = Field(
+        default=True,
+        description="Add the pairwise dot products of the field embeddings to the logit "
+        "(a factorisation machine beside the MLP)",
     )
     sparse_optimizer: Literal["sgd", "adagrad", "adam"] = Field(
         default="adagrad", description="Optimizer the servers apply to embedding rows"
@@ -101,7 +107,8 @@ class ParamServerConfig(AlgorithmConfig):
         default=16384, ge=64, le=1 << 24, description="Rows per storage block (a power of two)"
     )
     data: ClickLogConfig = Field(
-        default_factory=ClickLogConfig, description="The generated click log"
+        default_factory=ClickLogConfig,
+        description="The generated click log read by workers whose assignment names no dataset",
     )
     eval_every: int = Field(
         default=0, ge=0, description="Evaluate every this many steps (0: only at the end)"
@@ -147,13 +154,18 @@ class ParamServerSpec(AlgorithmSpec):
                 ("config", name),
             )
         for i, a in enumerate(assignments):
-            if a.dataset is not None:
+            if a.dataset is None:
+                continue
+            if a.role != WORKER:
                 raise PlanError(
-                    "dataset_unsupported",
-                    "param_server workers read the generated click log (config.data); "
-                    "party datasets are not supported yet",
+                    "dataset_on_server",
+                    "only workers hold training data; servers create their rows from it",
                     ("assignments", i, "dataset"),
                 )
+            try:
+                parse_ref(a.dataset)
+            except DataRefError as exc:
+                raise PlanError(exc.code, exc.reason, ("assignments", i, "dataset")) from exc
 
 
 SPEC = ParamServerSpec(

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from tessera_ml.algorithms.param_server.clicklog import ClickLog
+from tessera_ml.algorithms.param_server.data import open_source
 from tessera_ml.algorithms.param_server.hashing import shard_of
 from tessera_ml.algorithms.param_server.metrics import auc
 from tessera_ml.algorithms.param_server.model import dense_tower, forward
@@ -90,25 +90,13 @@ class Worker:
         assert isinstance(config, ParamServerConfig)
         self.ctx, self.config, self.servers, self.group = ctx, config, servers, group
         self.index = group.index(ctx.rank)
-        self.log = ClickLog(
-            num_fields=config.data.num_fields,
-            vocab=config.data.vocab,
-            zipf_a=config.data.zipf_a,
-            seed=config.seed,
-        )
-        self.model = dense_tower(config.data.num_fields, config.dim, config.hidden, config.seed)
+        self.source = open_source(config, ctx.slot.dataset, self.index, group.size, ctx.data_root)
+        self.model = dense_tower(self.source.num_fields, config.dim, config.hidden, config.seed)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.dense_lr)
         self.params = [p for p in self.model.parameters()]
 
-    def _indices(self, step: int) -> torch.Tensor:
-        b, n = self.config.batch_size, self.group.size
-        start = (step * n + self.index) * b
-        idx = torch.arange(start, start + b, dtype=torch.int64)
-        total = self.config.data.train_samples
-        return idx % total if total else idx
-
     def pull_batch(self, step: int) -> Batch:
-        ids, labels = self.log.samples(self._indices(step))
+        ids, labels = self.source.train_batch(step)
         flat = ids.flatten()
         inverse = None
         if self.config.dedup:
@@ -128,7 +116,9 @@ class Worker:
         """One step; returns the mean loss over workers, whether to stop, the push works."""
         leaf = batch.pull.wait(self.config.dim).requires_grad_(True)
         emb = leaf if batch.inverse is None else leaf[batch.inverse]
-        logits = forward(self.model, emb.view(*batch.shape, self.config.dim))
+        logits = forward(
+            self.model, emb.view(*batch.shape, self.config.dim), self.config.interactions
+        )
         loss = F.binary_cross_entropy_with_logits(logits, batch.labels)
         self.optimizer.zero_grad(set_to_none=False)
         loss.backward()
@@ -150,11 +140,7 @@ class Worker:
 
     def evaluate(self, step: int) -> dict[str, float]:
         """AUC and loss over the held-out samples, split among the workers."""
-        per = self.config.eval_samples // self.group.size
-        index = self.log.test_indices(per * self.group.size)[
-            self.index * per : (self.index + 1) * per
-        ]
-        ids, labels = self.log.samples(index)
+        ids, labels, truth = self.source.test_set()
         keys, inverse = torch.unique(ids.flatten(), return_inverse=True)
         pull = request_rows(
             self.ctx.comm,
@@ -167,18 +153,19 @@ class Worker:
         )
         emb = pull.wait(self.config.dim)[inverse].view(*ids.shape, self.config.dim)
         with torch.no_grad():
-            scores = forward(self.model, emb)
-        truth = self.log.logits(ids)
-        local = torch.stack([scores, labels, truth])
+            scores = forward(self.model, emb, self.config.interactions)
+        local = torch.stack([scores, labels, scores if truth is None else truth])
         gathered = torch.cat(self.ctx.comm.all_gather(local, group=self.group), dim=1)
-        scores, labels, truth = gathered[0], gathered[1], gathered[2]
-        if labels.min() == labels.max():
+        scores, labels = gathered[0], gathered[1]
+        if labels.numel() == 0 or labels.min() == labels.max():
             return {}
-        return {
+        out = {
             "auc": auc(scores, labels),
-            "ground_truth_auc": auc(truth, labels),
             "eval_loss": float(F.binary_cross_entropy_with_logits(scores, labels)),
         }
+        if truth is not None:
+            out["ground_truth_auc"] = auc(gathered[2], labels)
+        return out
 
     def state(self, step: int) -> dict[str, Any]:
         return {
@@ -242,7 +229,7 @@ def run_worker(ctx: RankContext, servers: list[int], group: Group) -> dict[str, 
         batch.pull.wait(config.dim)
     for w in pushes:
         w.wait()
-    if config.eval_samples >= group.size:
+    if config.eval_samples >= group.size or ctx.slot.dataset is not None:
         evaluation = worker.evaluate(step)
         if lead and evaluation:
             metrics = {k: v for k, v in evaluation.items() if k != "ground_truth_auc"}
