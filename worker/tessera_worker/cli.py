@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 
 import httpx
 
-from tessera_worker import hardware
+from tessera_worker import hardware, procs
 from tessera_worker.agent import Agent
 from tessera_worker.broker import EMBEDDED, celery_settings
 from tessera_worker.client import ApiError, ControlPlane
@@ -165,6 +165,7 @@ def serve(runtime: Runtime, args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    procs.die_with_parent()
     args = parser().parse_args(argv)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:

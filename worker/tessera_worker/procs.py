@@ -1,8 +1,9 @@
 """Child processes that never outlive their launcher.
 
-Each rank runs in its own session (so its whole process tree can be signalled at once) and asks
-the kernel to kill it when the thread that spawned it dies, so even a launcher killed with
-SIGKILL leaves no orphan behind.
+Each child runs in its own session (so its whole process tree can be signalled at once) and, first
+thing, asks the kernel to kill it when the thread that spawned it dies (``die_with_parent``), so
+even a launcher killed with SIGKILL leaves no orphan behind. The request is made by the child
+itself, after exec: code between fork and exec is unsafe in a threaded launcher.
 """
 
 from __future__ import annotations
@@ -17,29 +18,38 @@ from collections.abc import Sequence
 from pathlib import Path
 
 _PR_SET_PDEATHSIG = 1
+PARENT_ENV = "TESSERA_PARENT_PID"
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
+    """Be SIGKILLed when the spawning thread dies; exit now if the parent is already gone."""
+    parent = os.environ.pop(PARENT_ENV, None)
+    if parent is None:
+        return
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != int(parent):
+        os._exit(1)
 
 
 def spawn(
     argv: Sequence[str], *, env: dict[str, str], log_path: Path, cwd: Path | None = None
 ) -> subprocess.Popen[bytes]:
-    """Start ``argv`` in a new session with stdout and stderr appended to ``log_path``."""
+    """Start ``argv`` in a new session with stdout and stderr appended to ``log_path``.
+
+    The child must call ``die_with_parent()`` first thing (ranks and workers do).
+    """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
         return subprocess.Popen(
             list(argv),
-            env=env,
+            env={**env, PARENT_ENV: str(os.getpid())},
             cwd=cwd,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=_die_with_parent,
         )
 
 

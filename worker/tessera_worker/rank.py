@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tessera_worker.launch import RankLaunch
+from tessera_worker.procs import die_with_parent
 
 TOKEN_ENV = "TESSERA_PARTY_TOKEN"
 
@@ -129,6 +130,7 @@ def _loose_config(raw: dict[str, Any]) -> Any:
 
 
 def main(argv: list[str] | None = None) -> int:
+    die_with_parent()
     args = sys.argv[1:] if argv is None else argv
     spec_path = Path(args[0])
     spec = RankLaunch.model_validate_json(spec_path.read_text())
