@@ -7,8 +7,12 @@ import signal
 import time
 from typing import Any
 
+import pytest
+
 from tests.e2e.platform import Platform
 from tests.worker.proc_scan import pids_with, wait_for, wait_until_gone
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
 
 def _tasks(job: dict[str, Any]) -> list[dict[str, Any]]:

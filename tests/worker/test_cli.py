@@ -67,3 +67,11 @@ def test_up_refuses_a_weak_secret_in_production_without_a_traceback() -> None:
     assert done.returncode == 2
     assert done.stderr.startswith("tessera up: invalid settings")
     assert "Traceback" not in done.stderr
+
+
+def test_broker_passwords_stay_out_of_messages() -> None:
+    from tessera_worker.broker import redact
+
+    assert redact("redis://:s3cret@redis:6379/0") == "redis://:***@redis:6379/0"
+    assert redact("redis://user:s3cret@redis:6379/0") == "redis://user:***@redis:6379/0"
+    assert redact("filesystem://") == "filesystem://"

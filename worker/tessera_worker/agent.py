@@ -38,6 +38,7 @@ class Agent:
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
         self.beats = 0
+        self.shutting_down = False
 
     def register(self) -> str:
         worker = self.api.register(self._describe())
@@ -69,6 +70,8 @@ class Agent:
             return list(self._tasks)
 
     def stop_everything(self) -> None:
+        """The worker is shutting down: stop every task it runs."""
+        self.shutting_down = True
         with self._lock:
             for event in self._tasks.values():
                 event.set()

@@ -16,7 +16,7 @@ import httpx
 
 from tessera_worker import hardware, procs
 from tessera_worker.agent import Agent
-from tessera_worker.broker import EMBEDDED, celery_settings
+from tessera_worker.broker import EMBEDDED, celery_settings, redact
 from tessera_worker.client import ApiError, ControlPlane
 from tessera_worker.launcher import LaunchSettings
 from tessera_worker.runtime import Runtime
@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     print(
         f"tessera worker: party {args.party} registered as worker {worker_id}; "
-        f"consuming party.{args.party}.{worker_id} at {args.broker}",
+        f"consuming party.{args.party}.{worker_id} at {redact(args.broker)}",
         flush=True,
     )
     return serve(runtime, args)

@@ -55,6 +55,8 @@ class Runtime:
             return "failed"
         with self.agent.track(task_id) as stop:
             outcome = self._run(launch, stop)
+            if outcome.status == "cancelled" and self.agent.shutting_down:
+                outcome = Outcome("failed", "the worker shut down while the task ran")
             if outcome.lost_a_peer:
                 # the party whose rank really failed reports first; the control plane keeps
                 # the first failure as the attempt's reason

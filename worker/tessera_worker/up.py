@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from tessera_api.settings import DEFAULT_ADMIN_TOKEN, Settings
 from tessera_worker import procs
-from tessera_worker.broker import EMBEDDED
+from tessera_worker.broker import EMBEDDED, redact
 from tessera_worker.demo import DEMO_PARTIES, ensure_party, token_file
 
 SLUG = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
@@ -103,7 +103,7 @@ def banner(url: str, settings: Settings, parties: list[str], workers: list[str])
         f"Tessera is up on {url}  (dashboard at /, API docs at /api/v1/docs)",
         admin,
         f"data: {settings.home}   database: {settings.resolved_database_url.split('@')[-1]}",
-        f"broker: {settings.broker_url}",
+        f"broker: {redact(settings.broker_url)}",
         f"demo parties: {', '.join(parties)} (tokens in {token_file(settings.home, '*')})",
         f"local workers: {', '.join(workers) or 'none'} (logs in {settings.home / 'logs'})",
     ]
