@@ -1,8 +1,9 @@
 """Spawn a task's ranks, watch them, and tear every one of them down on any way out.
 
 ``launch_ranks`` returns when all hosted ranks exited 0 (``succeeded``), when one failed
-(``failed``: the others are killed at once, the reason names party, rank and the last output
-lines), or when the stop signal is set (``cancelled``: SIGTERM, a short grace, then SIGKILL).
+(``failed``: the others are killed at once; the outcome names the rank that failed first, its
+party and its last output lines), or when the stop signal is set (``cancelled``: SIGTERM, a short
+grace, then SIGKILL).
 Whatever happens, including an exception in the launcher itself, no rank process survives it.
 """
 

@@ -59,14 +59,11 @@ class HttpReporter:
 
     # -- the Reporter protocol -------------------------------------------------------------
     def metrics(self, step: int, values: Mapping[str, float]) -> None:
-        time_ = _now()
+        at = _now()
         with self._lock:
             for name, value in values.items():
-                self._append(
-                    self._points,
-                    {"rank": self.rank, "name": name, "step": step, "value": float(value)}
-                    | {"time": time_},
-                )
+                point = {"rank": self.rank, "name": name, "step": step, "value": float(value)}
+                self._append(self._points, point | {"time": at})
 
     def log(self, message: str, *, level: str = "info") -> None:
         line = {"rank": self.rank, "level": level, "message": message, "time": _now()}
@@ -87,12 +84,11 @@ class HttpReporter:
         """Deliver everything buffered; False when the control plane stayed unreachable."""
         deadline = time.monotonic() + timeout_s
         while self._pending():
-            if not self._send_once() and time.monotonic() >= deadline:
+            if self._send_once():
+                continue
+            if time.monotonic() >= deadline:
                 return False
-            if self._pending() and time.monotonic() >= deadline:
-                return False
-            if self._pending():
-                time.sleep(0.2)
+            time.sleep(0.2)
         return True
 
     def close(self, timeout_s: float = 10.0) -> bool:
