@@ -24,7 +24,7 @@ from tests.backend.conftest import ADMIN_TOKEN, SPECS
 from tests.backend.factories import ADMIN, running_job
 
 REAL_IDS: dict[str, str] = {}
-EXAMPLES = 10
+EXAMPLES = 8
 
 
 @pytest.fixture(scope="module")
