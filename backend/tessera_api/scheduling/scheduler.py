@@ -18,6 +18,7 @@ from datetime import timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from tessera_api.errors import ApiError
 from tessera_api.models import Attempt, Job, Party, Task, Worker
 from tessera_api.models import utcnow as _utcnow
 from tessera_api.scheduling.broker import TaskSender
@@ -152,8 +153,14 @@ class Scheduler:
         if isinstance(result, Waiting):
             set_queued_reason(session, job_id=job.id, reason=result.reason)
             return []
-        started = start_attempt(session, job_id=job.id, placements=result)
-        session.flush()
+        try:
+            # start_attempt checks everything before it changes anything
+            started = start_attempt(session, job_id=job.id, placements=result)
+        except ApiError as exc:
+            log.warning("job %s could not start: %s", job.id, exc.detail)
+            if JobStatus(job.status) is JobStatus.queued:
+                set_queued_reason(session, job_id=job.id, reason=f"cannot start: {exc.detail}")
+            return []
         return [
             Outgoing(t.party.name, t.worker_id, job.id, started.number, t.id) for t in started.tasks
         ]
