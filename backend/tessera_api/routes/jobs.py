@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Response
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 
 from tessera_api.deps import DispatcherDep, Principal, SessionDep, SpecsDep
 from tessera_api.models import StatusTransition
@@ -40,10 +41,19 @@ def create_job(
     idempotency_key: IdempotencyKey = None,
 ) -> JobPublic:
     """Create a job from an algorithm, its configuration and role assignments."""
-    job, created = jobs.create_job(
-        session, job_in=job_in, caller=caller, specs=specs, idempotency_key=idempotency_key
-    )
-    session.commit()
+    try:
+        job, created = jobs.create_job(
+            session, job_in=job_in, caller=caller, specs=specs, idempotency_key=idempotency_key
+        )
+        session.commit()
+    except IntegrityError:
+        if idempotency_key is None:
+            raise
+        # a concurrent request with the same key won the race: answer with its job
+        session.rollback()
+        job, created = jobs.create_job(
+            session, job_in=job_in, caller=caller, specs=specs, idempotency_key=idempotency_key
+        )
     if created:
         dispatcher.submit(session, job_id=job.id)
         session.commit()

@@ -286,3 +286,22 @@ def test_start_attempt_checks_the_placement(client: TestClient) -> None:
     assert get_job(client, job["id"])["status"] == "queued"
     start(client, job["id"], {a.name: (worker, [0, 1])})
     assert get_job(client, job["id"])["status"] == "running"
+
+
+def test_concurrent_creates_with_one_key_make_one_job(client: TestClient) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    party = create_party(client)
+    body = {
+        "name": "race",
+        "algorithm": "solo",
+        "assignments": [{"party": party.name, "role": "trainer"}],
+    }
+    with ThreadPoolExecutor(4) as pool:
+        responses = list(
+            pool.map(lambda _: post_job(client, body, **{"Idempotency-Key": "same"}), range(4))
+        )
+    codes = sorted(r.status_code for r in responses)
+    assert codes == [200, 200, 200, 201], [r.text for r in responses]
+    assert {r.json()["id"] for r in responses} == {responses[0].json()["id"]}
+    assert client.get(f"{API}/jobs", headers=ADMIN).json()["count"] == 1
