@@ -64,9 +64,12 @@ def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
     admin = create_engine(server, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
     try:
-        yield make_url(postgres_url).set(database=name).render_as_string(hide_password=False)
+        yield url
     finally:
+        if (engine := _schemas.pop(url, None)) is not None:
+            engine.dispose()
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()
