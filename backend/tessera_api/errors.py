@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
@@ -16,6 +17,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from tessera_api.frontend import dashboard_file
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
+
+log = logging.getLogger(__name__)
 
 Loc = Sequence[str | int]
 
@@ -139,6 +142,11 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(IntegrityError)
     async def _integrity(_: Request, exc: IntegrityError) -> JSONResponse:
         return problem_response(409, "conflict", "the change conflicts with stored data")
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error", exc_info=exc)
+        return problem_response(500, "internal_error", "an unexpected error occurred")
 
     @app.exception_handler(DataError)
     async def _data(_: Request, exc: DataError) -> JSONResponse:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from fastapi.testclient import TestClient
 
+from tessera_api.app import create_app
+from tessera_api.settings import Settings
+from tests.backend.conftest import ADMIN_TOKEN, SPECS
 from tests.backend.factories import ADMIN, API
 
 
@@ -46,3 +51,16 @@ def test_auth_errors_are_problems(sqlite_client: TestClient) -> None:
     response = sqlite_client.get(f"{API}/jobs")
     assert_problem(response, 401, "unauthenticated")
     assert response.headers["www-authenticate"] == "Bearer"
+
+
+def test_unexpected_failures_are_problems_too(tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path, admin_token=ADMIN_TOKEN)
+    app = create_app(settings, specs=SPECS)
+
+    @app.get("/api/v1/boom")
+    def boom() -> None:
+        raise RuntimeError("secret internals")
+
+    client = TestClient(app, raise_server_exceptions=False)
+    body = assert_problem(client.get("/api/v1/boom"), 500, "internal_error")
+    assert "secret" not in str(body)
