@@ -1,0 +1,134 @@
+"""Every protocol against plaintext, on random inputs and edge cases, with wrapping shares."""
+
+import pytest
+import torch
+
+from tessera_ml.algorithms.mpc_mixed.protocols import Engine
+from tessera_ml.algorithms.mpc_mixed.ring import Ring
+
+from .helpers import on_both
+
+RINGS = [Ring(32, 12), Ring(64, 20)]
+GEN = torch.Generator().manual_seed(3)
+
+
+def _real(shape: tuple[int, ...], scale: float) -> torch.Tensor:
+    return torch.randn(*shape, generator=GEN, dtype=torch.float64) * scale
+
+
+@pytest.mark.parametrize("ring", RINGS, ids=["r32", "r64"])
+def test_add_and_public_operations_are_local_and_exact(ring: Ring) -> None:
+    x, y = ring.encode(_real((5, 3), 4)), ring.encode(_real((5, 3), 4))
+
+    def fn(eng: Engine, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        return eng.add_public(a + b, 7) - 3 * b
+
+    sent = on_both(fn, x, y, ring=ring)
+    assert torch.equal(sent, x + y + 7 - 3 * y)
+
+
+@pytest.mark.parametrize("ring", RINGS, ids=["r32", "r64"])
+def test_beaver_products_match_plaintext(ring: Ring) -> None:
+    a, b, m = _real((6, 4), 2), _real((6, 4), 2), _real((4, 5), 1)
+    a[0, 0], b[0, 0] = -3.5, -2.0  # negative times negative
+    x, y, w = ring.encode(a), ring.encode(b), ring.encode(m)
+
+    def fn(eng: Engine, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        mul = eng.trunc(eng.mul(x, y, ring), ring.frac, ring)
+        mat = eng.trunc(eng.matmul(x, w, ring), ring.frac, ring)
+        sq = eng.trunc(eng.square(x, ring), ring.frac, ring)
+        row = eng.trunc(eng.mul(x, y[0], ring), ring.frac, ring)
+        return torch.cat([mul.flatten(), mat.flatten(), sq.flatten(), row.flatten()])
+
+    out = ring.decode(on_both(fn, x, y, w, ring=ring))
+    xa, ya, wa = ring.decode(x), ring.decode(y), ring.decode(w)
+    expected = torch.cat(
+        [(xa * ya).flatten(), (xa @ wa).flatten(), (xa * xa).flatten(), (xa * ya[0]).flatten()]
+    )
+    assert torch.allclose(out, expected, atol=8 * 2.0**-ring.frac)
+
+
+@pytest.mark.parametrize("ring", RINGS, ids=["r32", "r64"])
+def test_truncation_is_floor_division_plus_at_most_one_over_the_whole_valid_range(
+    ring: Ring,
+) -> None:
+    bound = 2 ** (ring.bits - 2)
+    edges = [-bound, -bound + 1, -(2**ring.frac) - 1, -1, 0, 1, bound - 2, bound - 1]
+    rand = torch.randint(-bound, bound, (2000,), generator=GEN, dtype=torch.int64)
+    x = torch.cat([torch.tensor(edges, dtype=torch.int64), rand]).to(ring.dtype)
+    for shift in (1, ring.frac, ring.bits // 2 - 3):
+
+        def fn(eng: Engine, v: torch.Tensor, s: int = shift) -> torch.Tensor:
+            return eng.trunc(v, s, ring)
+
+        out = on_both(fn, x, ring=ring).to(torch.int64)
+        exact = torch.div(x.to(torch.int64), 2**shift, rounding_mode="floor")
+        assert ((out == exact) | (out == exact + 1)).all(), shift
+
+
+def test_extension_from_32_to_64_bits_is_exact_over_the_valid_range() -> None:
+    ring = Ring(32, 12)
+    bound = 2**30
+    edges = [-bound, -bound + 1, -1, 0, 1, bound - 1]
+    rand = torch.randint(-bound, bound, (3000,), generator=GEN, dtype=torch.int64)
+    x = torch.cat([torch.tensor(edges, dtype=torch.int64), rand]).to(torch.int32)
+
+    def fn(eng: Engine, v: torch.Tensor) -> torch.Tensor:
+        out = eng.extend(v)
+        assert out.dtype == torch.int64
+        return out
+
+    out = on_both(fn, x, ring=ring)
+    assert torch.equal(out, x.to(torch.int64))
+
+
+def test_reduction_from_64_to_32_bits_keeps_the_value_modulo_2_to_the_32() -> None:
+    big = torch.tensor([2**40 + 5, -(2**40) - 7, 2**31 + 9, -3, 2**62], dtype=torch.int64)
+    out = on_both(lambda eng, v: eng.reduce(v), big, ring=Ring(64, 0))
+    assert out.dtype == torch.int32
+    assert torch.equal(out.to(torch.int64), ((big + 2**31) % 2**32) - 2**31)
+
+
+def test_shift_left_then_truncation_moves_between_precisions() -> None:
+    ring64 = Ring(64, 20)
+    x32 = Ring(32, 12).encode(_real((50,), 30))
+
+    def fn(eng: Engine, v: torch.Tensor) -> torch.Tensor:
+        up = eng.shift_left(eng.extend(v), 8)
+        return eng.reduce(eng.trunc(up, 8, ring64))
+
+    back = on_both(fn, x32, ring=Ring(32, 12))
+    assert (back.to(torch.int64) - x32.to(torch.int64)).abs().max() <= 1
+
+
+@pytest.mark.parametrize("ring", RINGS, ids=["r32", "r64"])
+def test_comparison_is_exact_on_the_whole_ring(ring: Ring) -> None:
+    top = 2 ** (ring.bits - 1)
+    edges = [-top, -top + 1, -2, -1, 0, 1, 2, top - 2, top - 1]
+    rand = ring.random((3000,), GEN)
+    x = torch.cat([torch.tensor(edges, dtype=torch.int64).to(ring.dtype), rand])
+
+    def fn(eng: Engine, v: torch.Tensor) -> torch.Tensor:
+        bit = eng.nonneg_bit(v, ring)
+        return eng.open_xor(bit)[0].to(ring.dtype)
+
+    bits = on_both(fn, x, ring=ring)
+    assert torch.equal(bits.bool(), x >= 0)
+
+
+def test_relu_forward_in_32_bits_and_its_derivative_applied_in_64_bits() -> None:
+    r32, r64 = Ring(32, 12), Ring(64, 20)
+    a = _real((300,), 5)
+    a[:3] = torch.tensor([0.0, -(2.0**-12), 2.0**-12])
+    g = _real((300,), 1e-3)
+    x, grad = r32.encode(a), r64.encode(g)
+
+    def fn(eng: Engine, v: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
+        out, bit = eng.relu(v, r32, r64)
+        dx = eng.mul_bit(dy, bit)
+        return torch.cat([eng.extend(out), dx])
+
+    out = on_both(fn, x, grad, ring=r32)
+    xs = r32.decode(x)
+    assert torch.equal(out[:300], x.to(torch.int64).clamp(min=0))
+    assert torch.equal(out[300:], torch.where(xs >= 0, grad, torch.zeros_like(grad)))

@@ -1,0 +1,290 @@
+"""Providers of correlated randomness, and the dealer (trusted third party) that backs them.
+
+A compute party asks its ``Provider`` for items in protocol order; both parties ask for the same
+items in the same order. Party 0's shares are pseudo-random from a seed it shares with the dealer,
+so only party 1's shares cross the network (dealer -> party 1: the offline traffic).
+
+Training repeats the same sequence of requests every step. A remote provider therefore records
+the sequence of a phase (``begin(key)``) the first time, fetching item by item, and afterwards
+receives the whole phase's material in one bundle before the phase starts (the offline phase),
+so online rounds never wait for the dealer.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from abc import ABC, abstractmethod
+from collections import deque
+from dataclasses import dataclass, field
+
+import torch
+
+from tessera_ml.algorithms.mpc_mixed.material import (
+    END,
+    WIRE_WORDS,
+    Request,
+    draw_share0,
+    layout,
+    secrets,
+    split,
+)
+from tessera_ml.comm.base import Communicator
+
+CMD_STOP, CMD_RECORD, CMD_BUNDLE = 0, 1, 2
+
+
+@dataclass
+class OfflineStats:
+    bytes_received: int = 0
+    bytes_sent: int = 0
+    messages: int = 0
+
+
+class Provider(ABC):
+    stats: OfflineStats
+
+    @abstractmethod
+    def get(self, req: Request) -> list[torch.Tensor]:
+        """This party's shares of the next item."""
+
+    def begin(self, key: int) -> None:  # noqa: B027 - optional hook
+        """A phase with a repeating request sequence starts (offline work happens here)."""
+
+    def end(self) -> None:  # noqa: B027 - optional hook
+        """The phase ends."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """No more phases."""
+
+
+class LocalDealer:
+    """A dealer inside the process, serving two in-process parties (tests, benchmarks)."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self._fresh = torch.Generator().manual_seed(seed)
+        self._prg0 = torch.Generator().manual_seed(seed + 1)
+        self._pending: tuple[deque[tuple[Request, list[torch.Tensor]]], ...] = (deque(), deque())
+        self._lock = threading.Lock()
+
+    def provider(self, party: int) -> Provider:
+        return _LocalProvider(self, party)
+
+    def take(self, party: int, req: Request) -> list[torch.Tensor]:
+        with self._lock:
+            if self._pending[party]:
+                expected, shares = self._pending[party].popleft()
+                if expected != req:
+                    raise RuntimeError(f"parties asked for different material: {expected} {req}")
+                return shares
+            values = secrets(req, self._fresh)
+            share0 = draw_share0(req, self._prg0)
+            share1 = split(req, values, share0)
+            self._pending[1 - party].append((req, share1 if party == 0 else share0))
+            return share0 if party == 0 else share1
+
+
+@dataclass
+class _LocalProvider(Provider):
+    dealer: LocalDealer
+    party: int
+    stats: OfflineStats = field(default_factory=OfflineStats)
+
+    def get(self, req: Request) -> list[torch.Tensor]:
+        shares = self.dealer.take(self.party, req)
+        if self.party == 1:
+            self.stats.bytes_received += sum(t.numel() * t.element_size() for t in shares)
+        return shares
+
+
+class _Recording(Provider):
+    """Records each phase's request sequence; replays prepared items on later runs of it."""
+
+    def __init__(self) -> None:
+        self.stats = OfflineStats()
+        self._schedules: dict[int, list[Request]] = {}
+        self._recording: list[Request] | None = None
+        self._ready: deque[tuple[Request, list[torch.Tensor]]] = deque()
+        self._key: int | None = None
+
+    def begin(self, key: int) -> None:
+        assert self._key is None, "phase already open"
+        self._key = key
+        schedule = self._schedules.get(key)
+        if schedule is None:
+            self._recording = []
+            self._start_recording(key)
+        else:
+            self._ready = deque(zip(schedule, self._prepare(key, schedule), strict=True))
+
+    def end(self) -> None:
+        assert self._key is not None, "no phase open"
+        if self._recording is not None:
+            self._schedules[self._key] = self._recording
+            self._stop_recording()
+        elif self._ready:
+            raise RuntimeError("phase ended with unused material")
+        self._recording = None
+        self._key = None
+
+    def get(self, req: Request) -> list[torch.Tensor]:
+        if self._recording is not None:
+            self._recording.append(req)
+            return self._fetch(req)
+        if not self._ready:
+            if self._key is None:
+                return self._fetch_unscheduled(req)
+            raise RuntimeError("phase asked for more material than when it was recorded")
+        expected, shares = self._ready.popleft()
+        if expected != req:
+            raise RuntimeError(f"phase deviates from its recorded schedule: {expected} {req}")
+        return shares
+
+    def _fetch_unscheduled(self, req: Request) -> list[torch.Tensor]:
+        self.begin(-1)
+        self._schedules.pop(-1, None)
+        shares = self.get(req)
+        self.end()
+        self._schedules.pop(-1, None)
+        return shares
+
+    def _start_recording(self, key: int) -> None:
+        return None
+
+    def _stop_recording(self) -> None:
+        return None
+
+    @abstractmethod
+    def _fetch(self, req: Request) -> list[torch.Tensor]: ...
+
+    @abstractmethod
+    def _prepare(self, key: int, schedule: list[Request]) -> list[list[torch.Tensor]]: ...
+
+
+class SeededProvider(_Recording):
+    """Party 0: generates its shares from the seed shared with the dealer; sends nothing."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__()
+        self._prg = torch.Generator().manual_seed(seed)
+
+    def _fetch(self, req: Request) -> list[torch.Tensor]:
+        return draw_share0(req, self._prg)
+
+    def _prepare(self, key: int, schedule: list[Request]) -> list[list[torch.Tensor]]:
+        return [draw_share0(r, self._prg) for r in schedule]
+
+
+class FetchingProvider(_Recording):
+    """Party 1: receives its shares from the dealer rank."""
+
+    def __init__(self, comm: Communicator, dealer: int) -> None:
+        super().__init__()
+        self._comm = comm
+        self._dealer = dealer
+
+    def _send(self, t: torch.Tensor) -> None:
+        self._comm.send(t, self._dealer)
+        self.stats.bytes_sent += t.numel() * t.element_size()
+        self.stats.messages += 1
+
+    def _recv(self, t: torch.Tensor) -> torch.Tensor:
+        self._comm.recv(t, self._dealer)
+        self.stats.bytes_received += t.numel() * t.element_size()
+        self.stats.messages += 1
+        return t
+
+    def _start_recording(self, key: int) -> None:
+        self._send(torch.tensor([CMD_RECORD, key], dtype=torch.int64))
+
+    def _stop_recording(self) -> None:
+        self._send(END)
+
+    def _fetch(self, req: Request) -> list[torch.Tensor]:
+        self._send(req.encode())
+        return _split_bundle(
+            self._recv(torch.empty(_bundle_bytes([req]), dtype=torch.uint8)), [req]
+        )[0]
+
+    def _prepare(self, key: int, schedule: list[Request]) -> list[list[torch.Tensor]]:
+        self._send(torch.tensor([CMD_BUNDLE, key], dtype=torch.int64))
+        raw = self._recv(torch.empty(_bundle_bytes(schedule), dtype=torch.uint8))
+        return _split_bundle(raw, schedule)
+
+    def close(self) -> None:
+        self._send(torch.tensor([CMD_STOP, 0], dtype=torch.int64))
+
+
+def _bundle_bytes(reqs: list[Request]) -> int:
+    total = 0
+    for req in reqs:
+        for slot in layout(req):
+            n = 1
+            for d in slot.shape:
+                n *= d
+            total += n * torch.empty((), dtype=slot.dtype).element_size()
+    return total
+
+
+def _join_bundle(items: list[list[torch.Tensor]]) -> torch.Tensor:
+    parts = [t.contiguous().reshape(-1).view(torch.uint8) for item in items for t in item]
+    return torch.cat(parts) if parts else torch.empty(0, dtype=torch.uint8)
+
+
+def _split_bundle(raw: torch.Tensor, reqs: list[Request]) -> list[list[torch.Tensor]]:
+    out: list[list[torch.Tensor]] = []
+    offset = 0
+    for req in reqs:
+        item: list[torch.Tensor] = []
+        for slot in layout(req):
+            t = torch.empty(slot.shape, dtype=slot.dtype)
+            size = t.numel() * t.element_size()
+            item.append(raw[offset : offset + size].clone().view(slot.dtype).reshape(slot.shape))
+            offset += size
+        out.append(item)
+    return out
+
+
+def serve(comm: Communicator, party0: int, party1: int) -> dict[str, int]:
+    """The dealer rank's loop: seed party 0, then serve party 1 until it says stop."""
+    seed0 = int.from_bytes(os.urandom(7), "little")
+    fresh = torch.Generator().manual_seed(int.from_bytes(os.urandom(7), "little"))
+    prg0 = torch.Generator().manual_seed(seed0)
+    comm.send(torch.tensor([seed0], dtype=torch.int64), party0)
+    schedules: dict[int, list[Request]] = {}
+    items = 0
+
+    def make(req: Request) -> list[torch.Tensor]:
+        values = secrets(req, fresh)
+        return split(req, values, draw_share0(req, prg0))
+
+    while True:
+        cmd = torch.empty(2, dtype=torch.int64)
+        comm.recv(cmd, party1)
+        op, key = int(cmd[0]), int(cmd[1])
+        if op == CMD_STOP:
+            return {"items": items}
+        if op == CMD_RECORD:
+            recorded: list[Request] = []
+            while True:
+                wire = torch.empty(WIRE_WORDS, dtype=torch.int64)
+                comm.recv(wire, party1)
+                req = Request.decode(wire)
+                if req is None:
+                    break
+                recorded.append(req)
+                comm.send(_join_bundle([make(req)]), party1)
+                items += 1
+            schedules[key] = recorded
+        elif op == CMD_BUNDLE:
+            schedule = schedules[key]
+            comm.send(_join_bundle([make(r) for r in schedule]), party1)
+            items += len(schedule)
+        else:
+            raise RuntimeError(f"dealer got unknown command {op}")
+
+
+def receive_seed(comm: Communicator, dealer: int) -> int:
+    seed = torch.empty(1, dtype=torch.int64)
+    comm.recv(seed, dealer)
+    return int(seed.item())

@@ -1,0 +1,118 @@
+"""Non-linear functions built from the protocols: max, reciprocal, reciprocal square root and
+the MPC-friendly softmax.
+
+Softmax form: p_i = f(z_i - max_j z_j) / sum_j f(z_j - max_j z_j) with f(x) = relu(1 + x/16)^16,
+the limit approximation of exp made exact-zero below -16. The row maximum comes from a tree of
+secure comparisons, f from a ReLU and four squarings, and 1/sum (the sum lies in [1, classes])
+from Newton's iteration started at the minimax line. The cross-entropy gradient is p - y.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from tessera_ml.algorithms.mpc_mixed.protocols import Engine
+from tessera_ml.algorithms.mpc_mixed.ring import Ring, ring_sum
+
+SOFTMAX_SQUARINGS = 4
+RSQRT_ITERATIONS = 3
+RSQRT_STEP = 4.0
+
+
+def row_max(eng: Engine, x: torch.Tensor, ring: Ring) -> torch.Tensor:
+    """Maximum over the last dimension: max(a, b) = b + relu(a - b), pairwise in a tree."""
+    while x.shape[-1] > 1:
+        width = x.shape[-1]
+        half = width // 2
+        a, b = x[..., :half], x[..., half : 2 * half]
+        diff, _ = eng.relu(a - b, ring)
+        merged = b + diff
+        x = torch.cat([merged, x[..., 2 * half :]], dim=-1) if width % 2 else merged
+    return x
+
+
+def exp_surrogate(eng: Engine, x: torch.Tensor, ring: Ring) -> torch.Tensor:
+    """relu(1 + x/2^k)^(2^k) for x <= 0."""
+    k = SOFTMAX_SQUARINGS
+    base = eng.trunc(x, k, ring)
+    base = eng.add_public(base, ring.scale)
+    y, _ = eng.relu(base, ring)
+    for _ in range(k):
+        y = eng.trunc(eng.square(y, ring), ring.frac, ring)
+    return y
+
+
+def reciprocal_line(classes: int) -> tuple[float, float, int]:
+    """Minimax line a - b*s for 1/s on [1, classes], and the Newton steps that reach 2^-22."""
+    c = float(classes)
+    b = 8.0 / ((c + 1.0) ** 2 + 4.0 * c)
+    a = (c + 1.0) * b
+    err = max(1.0 - c * b, 1e-9)
+    steps = max(1, math.ceil(math.log2(22 * math.log(2) / -math.log(err))))
+    return a, b, steps
+
+
+def reciprocal(eng: Engine, s: torch.Tensor, ring: Ring, upper: int) -> torch.Tensor:
+    """1/s for s in [1, upper]: y <- y (2 - s y)."""
+    a, b, steps = reciprocal_line(upper)
+    y = eng.add_public(-eng.mul_public(s, b, ring), round(a * ring.scale))
+    two = 2 * ring.scale
+    for _ in range(steps):
+        sy = eng.trunc(eng.mul(s, y, ring), ring.frac, ring)
+        y = eng.trunc(eng.mul(y, eng.add_public(-sy, two), ring), ring.frac, ring)
+    return y
+
+
+def rsqrt_thresholds(ring: Ring) -> list[int]:
+    """Exponents j of the bracket points 4^j used to start the reciprocal square root; the lower
+    end keeps y^2 inside the ring's range."""
+    lowest = -5 if ring.bits == 64 else -3
+    return list(range(lowest, 6))
+
+
+def rsqrt_start(j: int) -> float:
+    """Starting value for v in [4^j, 4^(j+1))."""
+    return 1.0 / math.sqrt(2.0 * RSQRT_STEP**j)
+
+
+def rsqrt(eng: Engine, v: torch.Tensor, ring: Ring) -> torch.Tensor:
+    """1/sqrt(v) for v > 0 (a vector): bracket v between powers of four with one batch of
+    comparisons, start at the bracket's value, then y <- y (3 - v y^2) / 2."""
+    js = rsqrt_thresholds(ring)
+    points = torch.tensor([round(RSQRT_STEP**j * ring.scale) for j in js], dtype=ring.dtype)
+    diffs = eng.add_public(v.unsqueeze(0).expand(len(js), *v.shape), -points.view(-1, 1))
+    steps = [rsqrt_start(j) - rsqrt_start(j - 1) for j in js]
+    increments = torch.tensor([round(d * ring.scale) for d in steps], dtype=ring.dtype)
+    bits = eng.nonneg_bit(diffs.contiguous(), ring)
+    coeffs = eng.public(increments.view(-1, 1).expand(len(js), *v.shape).contiguous())
+    _, picked = eng.share_bit(bits, (ring,), first=coeffs)
+    assert picked is not None
+    y = eng.add_public(ring_sum(picked, 0), round(rsqrt_start(js[0] - 1) * ring.scale))
+    three = 3 * ring.scale
+    for _ in range(RSQRT_ITERATIONS):
+        y2 = eng.trunc(eng.square(y, ring), ring.frac, ring)
+        vy2 = eng.trunc(eng.mul(v, y2, ring), ring.frac, ring)
+        y = eng.trunc(eng.mul(y, eng.add_public(-vy2, three), ring), ring.frac + 1, ring)
+    return y
+
+
+def softmax(eng: Engine, logits: torch.Tensor, ring: Ring) -> torch.Tensor:
+    """The MPC-friendly softmax of the module docstring, row-wise."""
+    shifted = logits - row_max(eng, logits, ring)
+    e = exp_surrogate(eng, shifted, ring)
+    total = ring_sum(e, -1, keepdim=True)
+    inv = reciprocal(eng, total, ring, logits.shape[-1])
+    return eng.trunc(eng.mul(e, inv, ring), ring.frac, ring)
+
+
+def exp_surrogate_plain(x: torch.Tensor) -> torch.Tensor:
+    n = 2**SOFTMAX_SQUARINGS
+    return torch.clamp(1.0 + x / n, min=0.0) ** n
+
+
+def softmax_plain(logits: torch.Tensor) -> torch.Tensor:
+    """The same softmax form in floating point (the plaintext reference)."""
+    e = exp_surrogate_plain(logits - logits.max(-1, keepdim=True).values)
+    return e / e.sum(-1, keepdim=True)

@@ -1,0 +1,124 @@
+"""Linear and batch-normalisation layers on shares: forward, backward and their caches.
+
+All values carry the scale of their ring (``ring.frac`` fractional bits) unless noted; gradients
+arrive already multiplied by the learning rate (it is folded into the output gradient), so the
+SGD update is a local subtraction of shares.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from tessera_ml.algorithms.mpc_mixed.functions import rsqrt
+from tessera_ml.algorithms.mpc_mixed.precision import Precision
+from tessera_ml.algorithms.mpc_mixed.protocols import Engine
+from tessera_ml.algorithms.mpc_mixed.ring import Ring, ring_sum
+
+
+def linear_forward(
+    eng: Engine, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, ring: Ring
+) -> torch.Tensor:
+    """x @ w + b, truncated back to the ring's scale."""
+    out = eng.matmul(x, w, ring)
+    if b is not None:
+        out = out + (b << ring.frac)
+    return eng.trunc(out, ring.frac, ring)
+
+
+def linear_backward(
+    eng: Engine, x: torch.Tensor, w: torch.Tensor, dz: torch.Tensor, ring: Ring, need_dx: bool
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(dW, db, dx) for z = x @ w + b."""
+    dw = eng.trunc(eng.matmul(x.t().contiguous(), dz, ring), ring.frac, ring)
+    db = ring_sum(dz, 0)
+    dx = None
+    if need_dx:
+        dx = eng.trunc(eng.matmul(dz, w.t().contiguous(), ring), ring.frac, ring)
+    return dw, db, dx
+
+
+@dataclass
+class NormCache:
+    centred: torch.Tensor
+    inv_std: torch.Tensor
+    scale: torch.Tensor
+    mean: torch.Tensor
+    var: torch.Tensor
+
+
+BN_EPS = 1e-3
+
+
+def norm_forward(
+    eng: Engine, z: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, ring: Ring
+) -> tuple[torch.Tensor, NormCache]:
+    """Batch statistics, then y = (z - mean) * gamma / sqrt(var + eps) + beta.
+
+    Returns y at 2 * ring.frac fractional bits (the caller truncates once, to whatever scale the
+    next layer wants) and what the backward pass needs.
+    """
+    batch = z.shape[0]
+    mean = eng.mul_public(ring_sum(z, 0), 1.0 / batch, ring)
+    centred = z - mean
+    sum_sq = eng.trunc(ring_sum(eng.square(centred, ring), 0), ring.frac, ring)
+    var = eng.mul_public(sum_sq, 1.0 / batch, ring)
+    inv_std = rsqrt(eng, eng.add_public(var, round(BN_EPS * ring.scale)), ring)
+    scale = eng.trunc(eng.mul(gamma, inv_std, ring), ring.frac, ring)
+    y = eng.mul(centred, scale, ring) + (beta << ring.frac)
+    return y, NormCache(centred, inv_std, scale, mean, var)
+
+
+def norm_eval(
+    eng: Engine,
+    z: torch.Tensor,
+    gamma: torch.Tensor,
+    beta: torch.Tensor,
+    mean: torch.Tensor,
+    var: torch.Tensor,
+    ring: Ring,
+) -> torch.Tensor:
+    """Normalisation with running statistics (evaluation); output at 2 * ring.frac."""
+    inv_std = rsqrt(eng, eng.add_public(var, round(BN_EPS * ring.scale)), ring)
+    scale = eng.trunc(eng.mul(gamma, inv_std, ring), ring.frac, ring)
+    return eng.mul(z - mean, scale, ring) + (beta << ring.frac)
+
+
+def norm_backward(
+    eng: Engine, dy: torch.Tensor, cache: NormCache, ring: Ring
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(dgamma, dbeta, dz) with x_hat = centred * inv_std, scale = gamma * inv_std:
+    dgamma = sum(dy * x_hat), dbeta = sum(dy),
+    dz = scale * dy - scale * dbeta / B - (scale * inv_std * dgamma / B) * centred."""
+    batch = dy.shape[0]
+    t = eng.trunc(ring_sum(eng.mul(dy, cache.centred, ring), 0), ring.frac, ring)
+    dbeta = ring_sum(dy, 0)
+    dgamma = eng.trunc(eng.mul(t, cache.inv_std, ring), ring.frac, ring)
+    s_r = eng.trunc(eng.mul(cache.scale, cache.inv_std, ring), ring.frac, ring)
+    k = eng.mul_public(eng.trunc(eng.mul(s_r, dgamma, ring), ring.frac, ring), 1.0 / batch, ring)
+    v = eng.mul_public(
+        eng.trunc(eng.mul(cache.scale, dbeta, ring), ring.frac, ring), 1.0 / batch, ring
+    )
+    both = eng.mul(dy, cache.scale, ring) - eng.mul(cache.centred, k, ring)
+    dz = eng.trunc(both, ring.frac, ring) - v
+    return dgamma, dbeta, dz
+
+
+def update_running(
+    eng: Engine, running: torch.Tensor, batch_value: torch.Tensor, momentum: float, ring: Ring
+) -> torch.Tensor:
+    """running + momentum * (batch_value - running)."""
+    return running + eng.mul_public(batch_value - running, momentum, ring)
+
+
+__all__ = [
+    "NormCache",
+    "Precision",
+    "linear_backward",
+    "linear_forward",
+    "norm_backward",
+    "norm_eval",
+    "norm_forward",
+    "update_running",
+]

@@ -1,0 +1,173 @@
+"""Correlated randomness: what the dealer hands the two compute parties, item by item.
+
+An item is described by a ``Request`` (kind, ring, shapes); its ``layout`` lists the tensors each
+party receives, and ``secrets`` draws the dealer's values. A party's share of an arithmetic tensor
+is additive in the ring; of a binary tensor (packed bits, or a 0/1 byte) it is an XOR share.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntEnum
+
+import torch
+
+from tessera_ml.algorithms.mpc_mixed.ring import Ring
+
+
+class Kind(IntEnum):
+    MUL = 1  # a, b, a*b (broadcasting)
+    MATMUL = 2  # a, b, a@b
+    SQUARE = 3  # a, a*a
+    TRUNC = 4  # r, r >> d (logical), msb(r)
+    EXTEND = 5  # r in Z_2^32, r as an integer in Z_2^64, msb(r) in Z_2^64
+    COMPARE = 6  # r, r as XOR-shared bits, then AND triples of the comparison tree
+    SELECT = 7  # a random bit b (XOR), and per use in a ring: b, a, a*b
+
+
+@dataclass(frozen=True)
+class Slot:
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+    binary: bool
+
+
+@dataclass(frozen=True)
+class Request:
+    """One item of material. ``uses`` (SELECT only) lists the ring of each later multiplication
+    by the bit; ``param`` is the shift for TRUNC."""
+
+    kind: Kind
+    bits: int
+    shape: tuple[int, ...]
+    other: tuple[int, ...] = ()
+    param: int = 0
+    uses: tuple[int, ...] = ()
+
+    def encode(self) -> torch.Tensor:
+        """Fixed-size int64 wire form."""
+        words = [int(self.kind), self.bits, self.param, len(self.shape), *self.shape]
+        words += [len(self.other), *self.other, len(self.uses), *self.uses]
+        if len(words) > WIRE_WORDS:
+            raise ValueError("request too large")
+        return torch.tensor(words + [0] * (WIRE_WORDS - len(words)), dtype=torch.int64)
+
+    @staticmethod
+    def decode(wire: torch.Tensor) -> Request | None:
+        w = [int(v) for v in wire.tolist()]
+        if w[0] == 0:
+            return None
+        n = w[3]
+        shape = tuple(w[4 : 4 + n])
+        m = w[4 + n]
+        other = tuple(w[5 + n : 5 + n + m])
+        k = w[5 + n + m]
+        uses = tuple(w[6 + n + m : 6 + n + m + k])
+        return Request(Kind(w[0]), w[1], shape, other, w[2], uses)
+
+
+WIRE_WORDS = 24
+END = torch.zeros(WIRE_WORDS, dtype=torch.int64)
+
+
+def _dtype(bits: int) -> torch.dtype:
+    return torch.int32 if bits == 32 else torch.int64
+
+
+def tree_levels(bits: int) -> int:
+    """Levels of the prefix tree comparing the low ``bits - 1`` bits."""
+    return (bits - 2).bit_length()
+
+
+def layout(req: Request) -> list[Slot]:
+    dt = _dtype(req.bits)
+    s = req.shape
+    if req.kind == Kind.MUL:
+        out = torch.broadcast_shapes(req.shape, req.other)
+        return [Slot(s, dt, False), Slot(req.other, dt, False), Slot(tuple(out), dt, False)]
+    if req.kind == Kind.MATMUL:
+        prod = (*s[:-1], req.other[-1])
+        return [Slot(s, dt, False), Slot(req.other, dt, False), Slot(prod, dt, False)]
+    if req.kind == Kind.SQUARE:
+        return [Slot(s, dt, False), Slot(s, dt, False)]
+    if req.kind == Kind.TRUNC:
+        return [Slot(s, dt, False)] * 3
+    if req.kind == Kind.EXTEND:
+        return [
+            Slot(s, torch.int32, False),
+            Slot(s, torch.int64, False),
+            Slot(s, torch.int64, False),
+        ]
+    if req.kind == Kind.COMPARE:
+        slots = [Slot(s, dt, False), Slot(s, dt, True)]
+        levels = tree_levels(req.bits)
+        slots += [Slot(s, dt, True)] * (5 * (levels - 1) + 3)
+        return slots
+    if req.kind == Kind.SELECT:
+        slots = [Slot(s, torch.uint8, True)]
+        for bits in req.uses:
+            slots += [Slot(s, _dtype(bits), False)] * 3
+        return slots
+    raise ValueError(f"unknown material kind {req.kind}")
+
+
+def secrets(req: Request, gen: torch.Generator) -> list[torch.Tensor]:
+    """The dealer's values for one item, in ``layout`` order."""
+    ring = Ring(req.bits if req.bits in (32, 64) else 64, 0)
+    s = req.shape
+    if req.kind in (Kind.MUL, Kind.MATMUL):
+        a, b = ring.random(s, gen), ring.random(req.other, gen)
+        return [a, b, a * b if req.kind == Kind.MUL else a @ b]
+    if req.kind == Kind.SQUARE:
+        a = ring.random(s, gen)
+        return [a, a * a]
+    if req.kind == Kind.TRUNC:
+        r = ring.random(s, gen)
+        return [r, ring.high_bits(r, req.param), ring.msb(r)]
+    if req.kind == Kind.EXTEND:
+        r = Ring(32, 0).random(s, gen)
+        return [r, r.to(torch.int64) & 0xFFFFFFFF, ((r >> 31) & 1).to(torch.int64)]
+    if req.kind == Kind.COMPARE:
+        r = ring.random(s, gen)
+        out = [r, r.clone()]
+        levels = tree_levels(req.bits)
+        for level in range(levels):
+            last = level == levels - 1
+            a, b1 = ring.random(s, gen), ring.random(s, gen)
+            if last:
+                out += [a, b1, a & b1]
+            else:
+                b2 = ring.random(s, gen)
+                out += [a, b1, b2, a & b1, a & b2]
+        return out
+    if req.kind == Kind.SELECT:
+        bit = torch.randint(0, 2, s, dtype=torch.uint8, generator=gen)
+        out = [bit]
+        for bits in req.uses:
+            use_ring = Ring(bits, 0)
+            b = bit.to(use_ring.dtype)
+            a = use_ring.random(s, gen)
+            out += [b, a, a * b]
+        return out
+    raise ValueError(f"unknown material kind {req.kind}")
+
+
+def draw_share0(req: Request, prg: torch.Generator) -> list[torch.Tensor]:
+    """Party 0's shares: pseudo-random from the seed it shares with the dealer."""
+    out: list[torch.Tensor] = []
+    for slot in layout(req):
+        if slot.dtype == torch.uint8:
+            out.append(torch.randint(0, 2, slot.shape, dtype=torch.uint8, generator=prg))
+        else:
+            out.append(Ring(32 if slot.dtype == torch.int32 else 64, 0).random(slot.shape, prg))
+    return out
+
+
+def split(
+    req: Request, values: list[torch.Tensor], share0: list[torch.Tensor]
+) -> list[torch.Tensor]:
+    """Party 1's shares, given the secrets and party 0's shares."""
+    return [
+        v ^ s0 if slot.binary else v - s0
+        for slot, v, s0 in zip(layout(req), values, share0, strict=True)
+    ]

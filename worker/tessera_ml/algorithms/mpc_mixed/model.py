@@ -1,0 +1,169 @@
+"""The secret-shared MLP (Linear -> BatchNorm -> ReLU per hidden layer, then Linear -> softmax)
+and one training step of the method.
+
+Weights are kept in the backward ring at p2. Each step: weights -> forward ring (shift right by
+p2 - p1, reduce); forward in the forward ring, with batch normalisation in the second ring
+between conversions; layer outputs -> second ring (extend, shift left) for the backward pass;
+backward and the SGD update entirely in the second ring.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from tessera_ml.algorithms.mpc_mixed.functions import softmax
+from tessera_ml.algorithms.mpc_mixed.layers import (
+    linear_backward,
+    linear_forward,
+    norm_backward,
+    norm_eval,
+    norm_forward,
+    update_running,
+)
+from tessera_ml.algorithms.mpc_mixed.precision import Precision
+from tessera_ml.algorithms.mpc_mixed.protocols import Engine, SharedBit
+from tessera_ml.algorithms.mpc_mixed.ring import Ring
+
+BN_MOMENTUM = 0.1
+
+
+def init_params(sizes: list[int], batch_norm: bool, seed: int) -> dict[str, torch.Tensor]:
+    """The preset initial weights (float64), identical for the secure and plaintext runs."""
+    gen = torch.Generator().manual_seed(seed)
+    params: dict[str, torch.Tensor] = {}
+    layers = len(sizes) - 1
+    for i in range(layers):
+        bound = 1.0 / sizes[i] ** 0.5
+        w = (torch.rand(sizes[i], sizes[i + 1], generator=gen, dtype=torch.float64) * 2 - 1) * bound
+        params[f"w{i}"] = w
+        if i < layers - 1 and batch_norm:
+            params[f"gamma{i}"] = torch.ones(sizes[i + 1], dtype=torch.float64)
+            params[f"beta{i}"] = torch.zeros(sizes[i + 1], dtype=torch.float64)
+            params[f"mean{i}"] = torch.zeros(sizes[i + 1], dtype=torch.float64)
+            params[f"var{i}"] = torch.ones(sizes[i + 1], dtype=torch.float64)
+        else:
+            b = (torch.rand(sizes[i + 1], generator=gen, dtype=torch.float64) * 2 - 1) * bound
+            params[f"b{i}"] = b
+    return params
+
+
+@dataclass
+class SharedMlp:
+    """This party's shares of every parameter, in the backward ring at p2."""
+
+    layers: int
+    batch_norm: bool
+    params: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    @staticmethod
+    def from_plain(
+        eng: Engine, plain: dict[str, torch.Tensor], ring: Ring, batch_norm: bool
+    ) -> SharedMlp:
+        layers = sum(1 for k in plain if k.startswith("w"))
+        shares = {k: eng.public(ring.encode(v)) for k, v in plain.items()}
+        return SharedMlp(layers, batch_norm, shares)
+
+    def has_norm(self, i: int) -> bool:
+        return self.batch_norm and i < self.layers - 1
+
+
+@dataclass
+class _HiddenCache:
+    x_back: torch.Tensor
+    relu: SharedBit
+    norm: object | None
+
+
+def _hidden_forward(
+    eng: Engine,
+    prec: Precision,
+    model: SharedMlp,
+    i: int,
+    h: torch.Tensor,
+    w_fwd: torch.Tensor,
+    training: bool,
+) -> tuple[torch.Tensor, SharedBit, object | None]:
+    f = prec.forward
+    p = model.params
+    if not model.has_norm(i):
+        z = linear_forward(eng, h, w_fwd, _to_fwd(eng, prec, p[f"b{i}"]), f)
+        out, bit = eng.relu(z, f, prec.backward if training else None)
+        return out, bit, None
+    z = linear_forward(eng, h, w_fwd, None, f)
+    n = prec.norm
+    z_norm = prec.to_backward(eng, z)
+    cache = None
+    if training:
+        y, cache = norm_forward(eng, z_norm, p[f"gamma{i}"], p[f"beta{i}"], n)
+        p[f"mean{i}"] = update_running(eng, p[f"mean{i}"], cache.mean, BN_MOMENTUM, n)
+        p[f"var{i}"] = update_running(eng, p[f"var{i}"], cache.var, BN_MOMENTUM, n)
+    else:
+        y = norm_eval(eng, z_norm, p[f"gamma{i}"], p[f"beta{i}"], p[f"mean{i}"], p[f"var{i}"], n)
+    y_fwd = prec.norm_to_forward(eng, y, 2 * n.frac)
+    out, bit = eng.relu(y_fwd, f, prec.backward if training else None)
+    return out, bit, cache
+
+
+def _to_fwd(eng: Engine, prec: Precision, v: torch.Tensor) -> torch.Tensor:
+    return prec.weights_to_forward(eng, v)
+
+
+def forward(eng: Engine, prec: Precision, model: SharedMlp, x_fwd: torch.Tensor) -> torch.Tensor:
+    """Evaluation forward pass: the softmax output in the forward ring."""
+    h = x_fwd
+    for i in range(model.layers - 1):
+        w = _to_fwd(eng, prec, model.params[f"w{i}"])
+        h, _, _ = _hidden_forward(eng, prec, model, i, h, w, training=False)
+    last = model.layers - 1
+    w = _to_fwd(eng, prec, model.params[f"w{last}"])
+    logits = linear_forward(eng, h, w, _to_fwd(eng, prec, model.params[f"b{last}"]), prec.forward)
+    return softmax(eng, logits, prec.forward)
+
+
+def train_step(
+    eng: Engine,
+    prec: Precision,
+    model: SharedMlp,
+    x_fwd: torch.Tensor,
+    x_back: torch.Tensor,
+    y_back: torch.Tensor,
+    lr: float,
+) -> torch.Tensor:
+    """One SGD step on a batch; returns the batch's softmax output (forward ring)."""
+    f, b = prec.forward, prec.backward
+    p = model.params
+    last = model.layers - 1
+    # all weights first: the conversions of one step share rounds in spirit, and the forward
+    # ring copies never outlive the step
+    w_fwd = [_to_fwd(eng, prec, p[f"w{i}"]) for i in range(model.layers)]
+    caches: list[_HiddenCache] = []
+    h, h_back = x_fwd, x_back
+    for i in range(last):
+        out, bit, norm = _hidden_forward(eng, prec, model, i, h, w_fwd[i], training=True)
+        caches.append(_HiddenCache(h_back, bit, norm))
+        h = out
+        h_back = prec.to_backward(eng, out)
+    logits = linear_forward(eng, h, w_fwd[last], _to_fwd(eng, prec, p[f"b{last}"]), f)
+    probs = softmax(eng, logits, f)
+    probs_back = prec.to_backward(eng, probs)
+
+    batch = x_fwd.shape[0]
+    dz = eng.mul_public(probs_back - y_back, lr / batch, b)
+    grads: dict[str, torch.Tensor] = {}
+    dw, db, dh = linear_backward(eng, h_back, p[f"w{last}"], dz, b, need_dx=last > 0)
+    grads[f"w{last}"], grads[f"b{last}"] = dw, db
+    for i in reversed(range(last)):
+        cache = caches[i]
+        assert dh is not None
+        dy = eng.mul_bit(dh, cache.relu)
+        if cache.norm is not None:
+            grads[f"gamma{i}"], grads[f"beta{i}"], dy = norm_backward(eng, dy, cache.norm, b)  # type: ignore[arg-type]
+        dw, db, dh = linear_backward(eng, cache.x_back, p[f"w{i}"], dy, b, need_dx=i > 0)
+        grads[f"w{i}"] = dw
+        if not model.has_norm(i):
+            grads[f"b{i}"] = db
+    for name, g in grads.items():
+        p[name] = p[name] - g
+    return probs

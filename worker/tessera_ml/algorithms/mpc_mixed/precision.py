@@ -1,0 +1,61 @@
+"""Which ring each part of training runs in, and the conversions between them.
+
+``mixed`` (the method): forward in Z_2^32 at ``p1`` fractional bits, backward, weights and batch
+normalisation in Z_2^64 at ``p2``. ``all64`` and ``all32`` run everything in one ring, so the
+benchmark can show what the mix buys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from tessera_ml.algorithms.mpc_mixed.protocols import Engine
+from tessera_ml.algorithms.mpc_mixed.ring import Ring
+
+MODES = ("mixed", "all64", "all32")
+
+
+@dataclass(frozen=True)
+class Precision:
+    mode: str
+    forward: Ring
+    backward: Ring
+
+    @staticmethod
+    def of(mode: str, p1: int, p2: int) -> Precision:
+        if mode == "mixed":
+            return Precision(mode, Ring(32, p1), Ring(64, p2))
+        if mode == "all64":
+            return Precision(mode, Ring(64, p2), Ring(64, p2))
+        if mode == "all32":
+            return Precision(mode, Ring(32, p1), Ring(32, p1))
+        raise ValueError(f"unknown precision mode {mode!r} (modes: {', '.join(MODES)})")
+
+    @property
+    def norm(self) -> Ring:
+        """Batch normalisation runs at the higher precision."""
+        return self.backward
+
+    @property
+    def split(self) -> bool:
+        return self.forward != self.backward
+
+    def weights_to_forward(self, eng: Engine, w: torch.Tensor) -> torch.Tensor:
+        """Second ring at p2 -> first ring at p1: shift right by p2 - p1, then reduce."""
+        if not self.split:
+            return w
+        shifted = eng.trunc(w, self.backward.frac - self.forward.frac, self.backward)
+        return eng.reduce(shifted)
+
+    def to_backward(self, eng: Engine, x: torch.Tensor) -> torch.Tensor:
+        """First ring at p1 -> second ring at p2: extend, then shift left by p2 - p1."""
+        if not self.split:
+            return x
+        return eng.shift_left(eng.extend(x), self.backward.frac - self.forward.frac)
+
+    def norm_to_forward(self, eng: Engine, y: torch.Tensor, frac: int) -> torch.Tensor:
+        """A value at ``frac`` fractional bits in the norm ring -> forward ring at p1."""
+        out = eng.trunc(y, frac - self.forward.frac, self.norm)
+        return eng.reduce(out) if self.split else out

@@ -1,0 +1,229 @@
+"""Two-party protocols on additive shares, one ``Engine`` per compute party.
+
+A shared value x in ring R is held as x_0 + x_1 = x (mod 2^bits). Every online round opens masked
+values only (x - a with a uniform dealer mask), so what a party receives is uniform. Truncation,
+ring extension and comparison use dealer masks whose top bit is also shared: for a value x' in
+[0, 2^(l-1)) masked as c = x' + r (mod 2^l), the wrap of the addition is msb(r) * (1 - msb(c)),
+which is linear in the shares once c is public. Signed values are offset by 2^(l-2) to get there,
+so these protocols need |x| < 2^(l-2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from tessera_ml.algorithms.mpc_mixed.channel import Peer
+from tessera_ml.algorithms.mpc_mixed.dealer import Provider
+from tessera_ml.algorithms.mpc_mixed.material import Kind, Request, tree_levels
+from tessera_ml.algorithms.mpc_mixed.ring import Ring
+
+R32 = Ring(32, 0)
+R64 = Ring(64, 0)
+
+
+@dataclass
+class SharedBit:
+    """A secret bit d = z XOR b: z was opened, b is the dealer's bit, shared in each use's ring
+    together with a Beaver pair (a, a*b) for one multiplication x * d."""
+
+    z: torch.Tensor
+    uses: list[tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]]
+    next_use: int = 0
+
+
+class Engine:
+    """This party's side of every protocol. ``index`` is 0 or 1."""
+
+    def __init__(self, index: int, peer: Peer, provider: Provider) -> None:
+        if index not in (0, 1):
+            raise ValueError("a compute party index is 0 or 1")
+        self.index = index
+        self.peer = peer
+        self.provider = provider
+
+    # --- sharing and opening -------------------------------------------------------------
+
+    def public(self, value: torch.Tensor) -> torch.Tensor:
+        """Shares of a public ring tensor."""
+        return value.clone() if self.index == 0 else torch.zeros_like(value)
+
+    def add_public(self, x: torch.Tensor, value: torch.Tensor | int) -> torch.Tensor:
+        return x + value if self.index == 0 else x.clone()
+
+    def open(self, *xs: torch.Tensor) -> list[torch.Tensor]:
+        """Reveal additive shares to both parties (one round)."""
+        theirs = self.peer.exchange(*xs)
+        return [x + y for x, y in zip(xs, theirs, strict=True)]
+
+    def open_xor(self, *xs: torch.Tensor) -> list[torch.Tensor]:
+        theirs = self.peer.exchange(*xs)
+        return [x ^ y for x, y in zip(xs, theirs, strict=True)]
+
+    def reveal(self, x: torch.Tensor) -> torch.Tensor:
+        return self.open(x)[0]
+
+    # --- multiplication -------------------------------------------------------------------
+
+    def mul(self, x: torch.Tensor, y: torch.Tensor, ring: Ring) -> torch.Tensor:
+        """Elementwise (broadcasting) product; fixed-point scales add up (no truncation)."""
+        a, b, c = self.provider.get(Request(Kind.MUL, ring.bits, tuple(x.shape), tuple(y.shape)))
+        e, f = self.open(x - a, y - b)
+        z = c + e * b + a * f
+        return z + e * f if self.index == 0 else z
+
+    def matmul(self, x: torch.Tensor, y: torch.Tensor, ring: Ring) -> torch.Tensor:
+        a, b, c = self.provider.get(Request(Kind.MATMUL, ring.bits, tuple(x.shape), tuple(y.shape)))
+        e, f = self.open(x - a, y - b)
+        z = c + e @ b + a @ f
+        return z + e @ f if self.index == 0 else z
+
+    def square(self, x: torch.Tensor, ring: Ring) -> torch.Tensor:
+        a, aa = self.provider.get(Request(Kind.SQUARE, ring.bits, tuple(x.shape)))
+        (e,) = self.open(x - a)
+        z = aa + 2 * e * a
+        return z + e * e if self.index == 0 else z
+
+    def mul_public(self, x: torch.Tensor, value: float, ring: Ring) -> torch.Tensor:
+        """x times a public real, truncated back to x's scale."""
+        factor = round(value * ring.scale)
+        return self.trunc(x * factor, ring.frac, ring)
+
+    # --- shifts and ring conversions ------------------------------------------------------
+
+    def trunc(self, x: torch.Tensor, shift: int, ring: Ring) -> torch.Tensor:
+        """Secure right shift by ``shift`` bits: floor(x / 2^shift), plus one with probability
+        (x mod 2^shift) / 2^shift (the masked low bits carry), i.e. stochastic rounding."""
+        if shift == 0:
+            return x
+        bits = ring.bits
+        offset = 1 << (bits - 2)
+        r, r_high, r_msb = self.provider.get(
+            Request(Kind.TRUNC, ring.bits, tuple(x.shape), param=shift)
+        )
+        c = self.reveal(self.add_public(x, ring.encode_int(offset)) + r)
+        wrap = r_msb * (1 - ring.msb(c))
+        out = (wrap << (bits - shift)) - r_high
+        return self.add_public(out, ring.high_bits(c, shift) - (offset >> shift))
+
+    @staticmethod
+    def shift_left(x: torch.Tensor, shift: int) -> torch.Tensor:
+        """x * 2^shift: local on each share."""
+        return x << shift
+
+    def extend(self, x: torch.Tensor) -> torch.Tensor:
+        """Z_2^32 -> Z_2^64 at the same scale, with the wrap bit of the shares computed
+        securely from the dealer's msb(r)."""
+        assert x.dtype == torch.int32
+        offset = 1 << 30
+        r32, r64, r_msb = self.provider.get(Request(Kind.EXTEND, 64, tuple(x.shape)))
+        c = self.reveal(self.add_public(x, offset) + r32)
+        c_unsigned = c.to(torch.int64) & 0xFFFFFFFF
+        wrap = r_msb * (1 - ((c_unsigned >> 31) & 1))
+        out = (wrap << 32) - r64
+        return self.add_public(out, c_unsigned - offset)
+
+    @staticmethod
+    def reduce(x: torch.Tensor) -> torch.Tensor:
+        """Z_2^64 -> Z_2^32: each share keeps its low 32 bits (exact modulo 2^32)."""
+        assert x.dtype == torch.int64
+        return x.to(torch.int32)
+
+    # --- comparison -----------------------------------------------------------------------
+
+    def nonneg_bit(self, x: torch.Tensor, ring: Ring) -> torch.Tensor:
+        """XOR shares (0/1 bytes) of [x >= 0], i.e. NOT msb(x)."""
+        bits = ring.bits
+        levels = tree_levels(bits)
+        item = self.provider.get(Request(Kind.COMPARE, bits, tuple(x.shape)))
+        r, r_bits, tree = item[0], item[1], item[2:]
+        c = self.reveal(x + r)
+        low = ring.low_mask(bits - 1)
+        c_low = c & low
+        r_low = r_bits & low
+        # position i of g: r is larger at bit i; of e: r and c agree at bit i
+        g = r_low & ~c_low
+        e = ~(r_low ^ c_low) if self.index == 0 else r_low
+        shift = 1
+        for level in range(levels):
+            if level == levels - 1:
+                a, b1, ab1 = tree[5 * level : 5 * level + 3]
+                d_e, d_1 = self.open_xor(e ^ a, (g << shift) ^ b1)
+                g = g ^ self._and_share(d_e, d_1, a, b1, ab1)
+            else:
+                a, b1, b2, ab1, ab2 = tree[5 * level : 5 * level + 5]
+                d_e, d_1, d_2 = self.open_xor(e ^ a, (g << shift) ^ b1, (e << shift) ^ b2)
+                g = g ^ self._and_share(d_e, d_1, a, b1, ab1)
+                e = self._and_share(d_e, d_2, a, b2, ab2)
+            shift *= 2
+        borrow = (g >> (bits - 2)) & 1
+        bit = ((r_bits >> (bits - 1)) & 1) ^ borrow
+        if self.index == 0:
+            bit = bit ^ ((c >> (bits - 1)) & 1) ^ 1
+        return bit.to(torch.uint8)
+
+    def _and_share(
+        self,
+        d_x: torch.Tensor,
+        d_y: torch.Tensor,
+        a: torch.Tensor,
+        b: torch.Tensor,
+        ab: torch.Tensor,
+    ) -> torch.Tensor:
+        z = ab ^ (d_x & b) ^ (d_y & a)
+        return z ^ (d_x & d_y) if self.index == 0 else z
+
+    # --- multiplication by a secret bit ---------------------------------------------------
+
+    def share_bit(
+        self, bit: torch.Tensor, uses: tuple[Ring, ...], first: torch.Tensor | None = None
+    ) -> tuple[SharedBit, torch.Tensor | None]:
+        """Open bit XOR b for the dealer's bit b so later products x * bit cost one masked
+        opening each. With ``first``, also returns first * bit in the same round."""
+        item = self.provider.get(
+            Request(Kind.SELECT, 0, tuple(bit.shape), uses=tuple(u.bits for u in uses))
+        )
+        b_xor = item[0]
+        parts = [
+            (u.bits, item[1 + 3 * i], item[2 + 3 * i], item[3 + 3 * i]) for i, u in enumerate(uses)
+        ]
+        shared = SharedBit(torch.empty(0), parts)
+        if first is None:
+            (z,) = self.open_xor(bit ^ b_xor)
+            shared.z = z
+            return shared, None
+        bits, _b, a, _ab = shared.uses[0]
+        assert first.dtype == Ring(bits, 0).dtype
+        z, e = self._open_mixed(bit ^ b_xor, first - a)
+        shared.z = z
+        return shared, self._bit_product(first, e, shared)
+
+    def _open_mixed(
+        self, bit: torch.Tensor, masked: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        other_bit, other_masked = self.peer.exchange(bit, masked)
+        return bit ^ other_bit, masked + other_masked
+
+    def mul_bit(self, x: torch.Tensor, shared: SharedBit) -> torch.Tensor:
+        """x * bit for the next unused ring slot of ``shared`` (one round)."""
+        _bits, _b, a, _ab = shared.uses[shared.next_use]
+        (e,) = self.open(x - a)
+        return self._bit_product(x, e, shared)
+
+    def _bit_product(self, x: torch.Tensor, e: torch.Tensor, shared: SharedBit) -> torch.Tensor:
+        _bits, b, _a, ab = shared.uses[shared.next_use]
+        shared.next_use += 1
+        z = shared.z.to(x.dtype)
+        x_times_b = e * b + ab
+        return z * x + (1 - 2 * z) * x_times_b
+
+    def relu(
+        self, x: torch.Tensor, ring: Ring, backward: Ring | None = None
+    ) -> tuple[torch.Tensor, SharedBit]:
+        """max(x, 0) and its derivative bit, ready for one more product in ``backward``."""
+        bit = self.nonneg_bit(x, ring)
+        uses = (ring,) if backward is None else (ring, backward)
+        shared, out = self.share_bit(bit, uses, first=x)
+        assert out is not None
+        return out, shared
