@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -75,3 +77,19 @@ def test_broker_passwords_stay_out_of_messages() -> None:
     assert redact("redis://:s3cret@redis:6379/0") == "redis://:***@redis:6379/0"
     assert redact("redis://user:s3cret@redis:6379/0") == "redis://user:***@redis:6379/0"
     assert redact("filesystem://") == "filesystem://"
+
+
+def test_up_says_when_the_port_is_taken_or_the_database_unusable(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert up.main(["--port", str(port)]) == 2
+    assert f"cannot serve on 127.0.0.1:{port}" in capsys.readouterr().err
+
+    monkeypatch.setenv("TESSERA_DATABASE_URL", "postgresql+psycopg://nobody@127.0.0.1:9/none")
+    assert up.main(["--port", str(port)]) == 2
+    assert "cannot use the database at 127.0.0.1:9/none" in capsys.readouterr().err

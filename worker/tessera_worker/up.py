@@ -10,6 +10,7 @@ import argparse
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -72,9 +73,12 @@ def check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
 
 def load_settings() -> Settings:
-    os.environ.setdefault("TESSERA_BROKER_URL", EMBEDDED)
+    # zero setup: without TESSERA_BROKER_URL, the embedded broker rather than a local Redis
     try:
-        return Settings()
+        settings = Settings()
+        if "TESSERA_BROKER_URL" not in os.environ:
+            settings = settings.model_copy(update={"broker_url": EMBEDDED})
+        return settings
     except ValidationError as exc:
         messages = "; ".join(str(e["msg"]) for e in exc.errors())
         raise UsageError(f"invalid settings: {messages}") from exc
@@ -115,20 +119,44 @@ def main(argv: list[str] | None = None) -> int:
     try:
         parties, local = check(args)
         settings = load_settings()
+        check_port_free(args.host, args.port)
+        prepare_database(settings)
     except UsageError as exc:
         print(f"tessera up: {exc}", file=sys.stderr)
         return 2
     return run(settings, args, parties, local)
 
 
+def check_port_free(host: str, port: int) -> None:
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            raise UsageError(
+                f"cannot serve on {host}:{port} ({exc.strerror}); choose another with --port"
+            ) from exc
+
+
+def prepare_database(settings: Settings) -> None:
+    """Create the data directory and migrate the database to the latest schema."""
+    from sqlalchemy.exc import ArgumentError, OperationalError
+
+    from tessera_api.migrate import upgrade
+
+    settings.home.mkdir(parents=True, exist_ok=True)
+    try:
+        upgrade(settings.resolved_database_url)
+    except (OperationalError, ArgumentError) as exc:
+        where = settings.resolved_database_url.split("@")[-1]
+        first = str(exc).strip().splitlines()[0]
+        raise UsageError(f"cannot use the database at {where}: {first}") from exc
+
+
 def run(settings: Settings, args: argparse.Namespace, parties: list[str], local: list[str]) -> int:
     import uvicorn
 
-    from tessera_api.migrate import upgrade
     from tessera_api.scheduling.service import create_scheduled_app
 
-    settings.home.mkdir(parents=True, exist_ok=True)
-    upgrade(settings.resolved_database_url)
     app = create_scheduled_app(settings)
     with app.state.session_factory() as session:
         tokens = {name: ensure_party(session, settings.home, name) for name in parties}
