@@ -18,6 +18,9 @@ from tessera_api.app import create_app
 from tessera_api.models import Base, Worker, utcnow
 from tessera_api.scheduling.scheduler import Scheduler
 from tessera_api.settings import Settings
+from tessera_worker import hardware
+from tessera_worker.agent import Agent
+from tessera_worker.client import ControlPlane
 
 ADMIN = {"Authorization": "Bearer scheduling-admin-token-0123"}
 GIB = 1024**3
@@ -161,3 +164,22 @@ def test_a_message_the_broker_refused_is_sent_on_the_next_pass(plane: Plane) -> 
 
     (task,) = plane.job(job_id)["attempts"][-1]["tasks"]
     assert [s["task_id"] for s in plane.sender.sent] == [task["id"]]
+
+
+def test_the_heartbeat_reply_stops_the_tasks_of_a_cancelled_job(plane: Plane) -> None:
+    api = ControlPlane("http://testserver", plane.tokens["alice"], http=plane.client)
+    agent = Agent(api, describe=lambda: hardware.describe("a1", "127.0.0.1"), accelerators=list)
+    alice = agent.register()
+    plane.register("bob", "b1")
+    job_id = plane.create_job("alice", "bob")
+    tasks = plane.job(job_id)["attempts"][-1]["tasks"]
+    (mine,) = [t["id"] for t in tasks if t["worker_id"] == alice]
+
+    with agent.track(mine) as stop:
+        assert agent.beat() == []
+        assert not stop.is_set()
+        response = plane.client.post(f"/api/v1/jobs/{job_id}/cancel", headers=ADMIN)
+        assert response.status_code == 200, response.text
+        assert agent.beat() == [mine]
+        assert stop.is_set()
+    assert plane.job(job_id)["status"] == "cancelling"

@@ -27,11 +27,13 @@ class Agent:
         describe: Callable[[], dict[str, Any]],
         accelerators: Callable[[], list[dict[str, Any]]],
         heartbeat_s: float = 2.0,
+        on_new_identity: Callable[[str], None] | None = None,
     ) -> None:
         self.api = api
         self._describe = describe
         self._accelerators = accelerators
         self.heartbeat_s = heartbeat_s
+        self._on_new_identity = on_new_identity
         self.worker_id: str | None = None
         self._tasks: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
@@ -89,7 +91,9 @@ class Agent:
         except ApiError as exc:
             if exc.status != 404:
                 raise
-            self.register()
+            previous = self.worker_id
+            if self.register() != previous and self._on_new_identity is not None:
+                self._on_new_identity(self.worker_id)
             return []
         self.beats += 1
         stop = [str(t) for t in reply.get("stop_tasks", [])]

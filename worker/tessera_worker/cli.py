@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import re
+import signal
 import socket
 import sys
 import time
@@ -119,6 +120,16 @@ def socket_interface_env(address: str) -> dict[str, str]:
     return {name: interface for name in names if name not in os.environ}
 
 
+def _restart(worker_id: str) -> None:
+    """The control plane forgot this worker: the queues consumed are stale, so start over."""
+    print(
+        f"tessera worker: registered again as {worker_id}; restarting to consume its queue",
+        file=sys.stderr,
+        flush=True,
+    )
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def build_runtime(args: argparse.Namespace) -> Runtime:
     home = Path(args.home).expanduser() if args.home else default_home()
     address = args.address or route_address(args.api)
@@ -128,6 +139,7 @@ def build_runtime(args: argparse.Namespace) -> Runtime:
         describe=lambda: hardware.describe(args.hostname, address),
         accelerators=hardware.accelerators,
         heartbeat_s=args.heartbeat,
+        on_new_identity=_restart,
     )
     settings = LaunchSettings(
         extra_env=socket_interface_env(address),

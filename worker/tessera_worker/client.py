@@ -25,19 +25,23 @@ class ApiError(RuntimeError):
 class ControlPlane:
     """A thin synchronous client; every method raises ``ApiError`` or ``httpx.HTTPError``."""
 
-    def __init__(self, base_url: str, token: str, *, timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        *,
+        timeout_s: float = 10.0,
+        http: httpx.Client | None = None,
+    ) -> None:
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(
-            base_url=self.base_url,
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=timeout_s,
-        )
+        self._headers = {"Authorization": f"Bearer {token}"}
+        self._http = http or httpx.Client(base_url=self.base_url, timeout=timeout_s)
 
     def close(self) -> None:
         self._http.close()
 
     def _call(self, method: str, path: str, body: Any = None) -> Any:
-        response = self._http.request(method, API + path, json=body)
+        response = self._http.request(method, API + path, json=body, headers=self._headers)
         if response.status_code >= 400:
             raise ApiError(response.status_code, _detail(response))
         if response.status_code == 204 or not response.content:
