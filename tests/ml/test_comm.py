@@ -60,6 +60,7 @@ def _protocol(comm: Communicator) -> dict[str, Any]:
         "object": received,
         "names": names,
         "stats": {k: (dict(v) if isinstance(v, dict) else v) for k, v in stats.items()},
+        "metrics": comm.stats.metrics(),
     }
 
 
@@ -84,6 +85,10 @@ def _check(results: list[dict[str, Any]]) -> None:
     assert s0["sent_to"][2] > 8  # length + pickled payload
     assert s1["recv_from"][0] == 7 * FLOAT + 2 * 8
     assert s0["sent"] == sum(s0["sent_to"].values()) + sum(s0["group_sent"].values())
+    m0 = results[0]["metrics"]
+    assert m0["bytes_sent"] == s0["sent"] and m0["bytes_received"] == s0["received"]
+    assert m0["bytes_sent.to.1"] == s0["sent_to"][1]
+    assert m0["bytes_sent.group.pair"] == s0["group_sent"]["pair"]
 
 
 def _object_bytes(stats: dict[str, Any]) -> int:

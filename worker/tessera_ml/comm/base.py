@@ -84,6 +84,14 @@ class ByteStats:
                 "messages_sent": self.messages_sent,
             }
 
+    def metrics(self) -> dict[str, float]:
+        """The cumulative counters under the metric names of ``docs/metrics.md``."""
+        snap = self.snapshot()
+        values = {"bytes_sent": float(snap["sent"]), "bytes_received": float(snap["received"])}
+        values.update({f"bytes_sent.to.{p}": float(v) for p, v in snap["sent_to"].items()})
+        values.update({f"bytes_sent.group.{g}": float(v) for g, v in snap["group_sent"].items()})
+        return values
+
     def reset(self) -> None:
         with self._lock:
             self.sent_to.clear()

@@ -195,18 +195,14 @@ def _report_step(
     params: list[nn.Parameter],
     optimizer: torch.optim.Optimizer,
 ) -> None:
-    stats = ctx.comm.stats.snapshot()
     values = {
         "loss": loss,
         "step_time_s": elapsed,
         "throughput": cfg.batch_size * world / max(elapsed, 1e-9),
-        "bytes_sent": float(stats["sent"]),
-        "bytes_received": float(stats["received"]),
         "state_bytes": float(state_bytes(params, optimizer)),
         "progress": step / cfg.steps,
+        **ctx.comm.stats.metrics(),
     }
-    for name, sent in stats["group_sent"].items():
-        values[f"bytes_sent.group.{name}"] = float(sent)
     link = testbed_link_bytes()
     if link is not None:
         values["link_bytes_sent"] = float(link.sent)
