@@ -1,7 +1,7 @@
 # One image for the control plane and the workers.
 #   docker build -t tessera .                                     # CPU torch
 #   docker build --build-arg TORCH_INDEX_URL=https://download.pytorch.org/whl/cu128 -t tessera .
-FROM node:20-slim AS dashboard
+FROM node:22-slim AS dashboard
 WORKDIR /src/frontend
 COPY frontend/package.json frontend/package-lock.json ./
 RUN npm ci --no-audit --no-fund
