@@ -91,3 +91,17 @@ def _dead_pid() -> int:
     child = subprocess.Popen(["true"])
     child.wait()
     return child.pid
+
+
+def test_without_root_the_testbed_says_why(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tessera_ml.bench.cli import main
+    from tessera_ml.netns import TestbedUnavailable, unavailable_reason
+
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    assert unavailable_reason() == "network namespaces need root"
+    with pytest.raises(TestbedUnavailable, match="need root"):
+        Testbed(2).start()
+    assert main(["ddp", "--quick", "--netns"]) == 3
+    assert "--netns is not possible here: network namespaces need root" in capsys.readouterr().err
