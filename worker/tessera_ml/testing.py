@@ -119,7 +119,12 @@ def run_world(
         host = testbed.address(placement[0])
         namespaces = [testbed.namespace(h) for h in placement]
         envs = [
-            {**e, "GLOO_SOCKET_IFNAME": _testbed_interface(), "TESSERA_TESTBED_HOST": str(h)}
+            {
+                "TORCH_CPP_LOG_LEVEL": "ERROR",  # no reverse DNS inside the namespaces
+                **e,
+                "GLOO_SOCKET_IFNAME": _testbed_interface(),
+                "TESSERA_TESTBED_HOST": str(h),
+            }
             for e, h in zip(envs, placement, strict=True)
         ]
     elif hosts is not None:
@@ -216,6 +221,7 @@ def _algorithm_rank(
     config: dict[str, Any],
     checkpoint_dir: str | None,
     resume_from: str | None,
+    data_root: str | None = None,
 ) -> RankOutcome:
     from pathlib import Path
 
@@ -240,6 +246,7 @@ def _algorithm_rank(
         reporter=reporter,
         checkpoint_dir=Path(checkpoint_dir) if checkpoint_dir else None,
         resume_from=Path(resume_from) if resume_from else None,
+        data_root=Path(data_root) if data_root else None,
     )
     module_name, func_name = spec.entry_point.split(":")
     entry = getattr(importlib.import_module(module_name), func_name)
@@ -262,6 +269,7 @@ def run_algorithm(
     *,
     checkpoint_dir: str | None = None,
     resume_from: str | None = None,
+    data_root: str | None = None,
     timeout_s: float = 240.0,
     threads: int | Sequence[int] = 1,
     hosts: Sequence[int] | Literal["party"] | None = None,
@@ -297,6 +305,7 @@ def run_algorithm(
             config or {},
             checkpoint_dir,
             resume_from,
+            data_root,
             timeout_s=timeout_s,
         )
         return local
@@ -308,6 +317,7 @@ def run_algorithm(
         config or {},
         checkpoint_dir,
         resume_from,
+        data_root,
         timeout_s=timeout_s,
         threads=threads,
         hosts=hosts_by_party(plan) if hosts == "party" else hosts,

@@ -95,6 +95,12 @@ def test_two_parties_train_like_one_process_and_resume_exactly(tmp_path: Path) -
     assert all(torch.equal(final[k], again[k]) for k in final)
     assert resumed[0].lines[0] == ("info", "resumed from step 6")
 
+    # each party naming its own half of the rows trains on exactly the same shards
+    own_data = [{**a, "dataset": f"sklearn:wine?shard={i}/2"} for i, a in enumerate(TWO_PARTIES)]
+    run_algorithm("ddp", own_data, CONFIG, checkpoint_dir=str(tmp_path / "c"), in_process=True)
+    parties = _weights(tmp_path / "c" / "step-000000012" / "rank-0.pt")
+    assert all(torch.equal(final[k], parties[k]) for k in final)
+
 
 class _StopAfter:
     """A stop signal that trips after a number of checks (as a heartbeat reply would)."""
