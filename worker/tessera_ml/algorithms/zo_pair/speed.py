@@ -1,9 +1,9 @@
 """Step time against single-process MeZO, and peak step memory against backprop, on two ranks.
 
 ``speed_world`` runs on a real two-rank world. Timing alternates step by step: rank 0 alone runs
-a MeZO step over the same two inputs (with one thread, then with two; rank 1 waits at a
-barrier), then both ranks run one ``zo_pair`` step. Medians over many alternations keep a
-drifting machine load from favouring either side.
+a one-thread MeZO step over the same two inputs (rank 1 waits at a barrier), then both ranks run
+one ``zo_pair`` step; medians over many alternations keep a drifting machine load from favouring
+either side. MeZO with two threads is timed afterwards, and the faster of the two is the baseline.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ class SpeedSpec:
     memory_micro_batch: int
     timed_steps: int
     warmup_steps: int = 3
-    baseline_threads: tuple[int, ...] = (1, 2)
+    baseline_threads: int = 2
 
 
 def _mlp(spec: SpeedSpec, hidden: list[int]) -> nn.Module:
@@ -70,37 +70,82 @@ def _timing(comm: Communicator, spec: SpeedSpec) -> dict[str, float]:
     mezo = MezoStep(copy.deepcopy(model), epsilon=1e-3, lr=1e-4, task="classification")
     x, y = _inputs(spec, spec.time_micro_batch)
     ours: list[float] = []
-    theirs: dict[int, list[float]] = {t: [] for t in spec.baseline_threads}
+    ours_cpu: list[float] = []
+    theirs: list[float] = []
+    theirs_cpu: list[float] = []
     for step in range(spec.warmup_steps + spec.timed_steps):
         timed = step >= spec.warmup_steps
-        for threads, times in theirs.items():
-            comm.barrier()
-            if comm.rank == 0:
-                torch.set_num_threads(threads)
-                began = time.perf_counter()
-                mezo.step(direction_seed(0, step, 0), x, y)
-                elapsed = time.perf_counter() - began
-                torch.set_num_threads(1)
-                if timed:
-                    times.append(elapsed)
         comm.barrier()
-        began = time.perf_counter()
+        if comm.rank == 0:
+            began, began_cpu = time.perf_counter(), time.process_time()
+            mezo.step(direction_seed(0, step, 0), x, y)
+            if timed:
+                theirs.append(time.perf_counter() - began)
+                theirs_cpu.append(time.process_time() - began_cpu)
+        comm.barrier()
+        began, began_cpu = time.perf_counter(), time.process_time()
         proc.step(step, x, y)
         if timed:
             ours.append(time.perf_counter() - began)
+            ours_cpu.append(time.process_time() - began_cpu)
     steps = spec.warmup_steps + spec.timed_steps
     result = {
         "step_time_s": statistics.median(ours),
+        "step_cpu_time_s": statistics.median(ours_cpu),
         "z_generations_per_step": proc.source.generations / steps,
     }
     if comm.rank == 0:
-        medians = {t: statistics.median(v) for t, v in theirs.items()}
-        for threads, median in medians.items():
-            result[f"mezo_{threads}_thread_step_time_s"] = median
+        result["mezo_z_generations_per_step"] = mezo.source.generations / steps
+        result["mezo_1_thread_step_time_s"] = statistics.median(theirs)
+        result["mezo_single_process_cpu_time_s"] = statistics.median(theirs_cpu)
+    comm.barrier()
+    # two threads last: idle OpenMP workers keep spinning for a while after a parallel region
+    if comm.rank == 0 and spec.baseline_threads > 1:
+        torch.set_num_threads(spec.baseline_threads)
+        times = []
+        for step in range(steps, steps + spec.warmup_steps + spec.timed_steps // 2):
+            began = time.perf_counter()
+            mezo.step(direction_seed(0, step, 0), x, y)
+            times.append(time.perf_counter() - began)
+        torch.set_num_threads(1)
+        result[f"mezo_{spec.baseline_threads}_thread_step_time_s"] = statistics.median(
+            times[spec.warmup_steps :]
+        )
+    if comm.rank == 0:
         # the baseline gets whichever thread count serves it best on this machine
-        result["mezo_single_process_step_time_s"] = min(medians.values())
-        result["mezo_z_generations_per_step"] = mezo.source.generations / steps / len(theirs)
+        result["mezo_single_process_step_time_s"] = min(
+            v
+            for k, v in result.items()
+            if k.startswith("mezo_") and k.endswith("_thread_step_time_s")
+        )
+    comm.barrier()
+    result["parallel_capacity"] = _parallel_capacity(comm)
     return result
+
+
+def _parallel_capacity(comm: Communicator, elements: int = 1 << 22, rounds: int = 6) -> float:
+    """How many cores two busy processes really get now: 2.0 on an idle two-core machine.
+
+    Rank 0 alone generates ``rounds`` blocks of normals, then both ranks generate half as many
+    at once; the ratio of the two wall times is the parallelism the machine offers.
+    """
+    gen = torch.Generator().manual_seed(comm.rank)
+
+    def work(blocks: int) -> float:
+        began = time.perf_counter()
+        for _ in range(blocks):
+            torch.randn(elements, generator=gen)
+        return time.perf_counter() - began
+
+    comm.barrier()
+    alone = work(rounds) if comm.rank == 0 else 0.0
+    comm.barrier()
+    comm.barrier()
+    began = time.perf_counter()
+    work(rounds // 2)
+    comm.barrier()
+    together = time.perf_counter() - began
+    return alone / together if comm.rank == 0 else float("nan")
 
 
 def _memory(comm: Communicator, spec: SpeedSpec) -> dict[str, float]:
