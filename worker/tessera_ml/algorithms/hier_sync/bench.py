@@ -30,7 +30,16 @@ NODES = [
     {"party": "node-b", "role": "node", "processes": 2},
 ]
 TRAINERS = [{"party": "bench", "role": "trainer", "processes": 4}]
-SETTABLE = ("steps", "batch_size", "rate_mbit", "hidden", "optimizer", "bucket_bytes", "slow")
+SETTABLE = (
+    "steps",
+    "batch_size",
+    "rate_mbit",
+    "hidden",
+    "optimizer",
+    "bucket_bytes",
+    "slow",
+    "repeats",
+)
 AGREEMENT_STEPS = 50
 
 
@@ -123,21 +132,30 @@ def speed(config: dict[str, Any], testbed: Testbed | None, warmup: int) -> dict[
     return results
 
 
-def proportional(config: dict[str, Any], slow_threads: int, warmup: int) -> dict[str, Any]:
-    """Device 1 of each node gets fewer threads and proportionally less capacity."""
+def proportional(
+    config: dict[str, Any], slow_threads: int, warmup: int, repeats: int
+) -> dict[str, Any]:
+    """Device 1 of each node gets fewer threads and proportionally less capacity.
+
+    Equal and proportional runs alternate ``repeats`` times on one world, so a change of the
+    machine's load during the measurement falls on both.
+    """
     fast_threads = 2 * slow_threads
     threads = [fast_threads, slow_threads, fast_threads, slow_threads]
     capacity = {"capacity": [float(fast_threads), float(slow_threads)]}
     options = {"options": {"compute": [fast_threads, slow_threads]}}
     nodes = [{**n, **capacity, **options} for n in NODES]
-    jobs = [
-        Job("equal", "hier_sync", nodes, config),
-        Job("sized", "hier_sync", nodes, {**config, "slicing": "memory_and_compute"}),
-    ]
+    sized_config = {**config, "slicing": "memory_and_compute"}
+    jobs = []
+    for i in range(repeats):
+        jobs += [
+            Job(f"equal-{i}", "hier_sync", nodes, config),
+            Job(f"sized-{i}", "hier_sync", nodes, sized_config),
+        ]
     outcomes: Outcomes = run_world(run_jobs, 4, jobs, threads=threads)
-    equal_time = _step_time(outcomes, "equal", warmup)
-    sized_time = _step_time(outcomes, "sized", warmup)
-    sized = [o["sized"].result for o in outcomes]
+    equal_time = _pooled_step_time(outcomes, "equal", warmup)
+    sized_time = _pooled_step_time(outcomes, "sized", warmup)
+    sized = [o["sized-0"].result for o in outcomes]
     return {
         "equal_slices_step_time_s": equal_time,
         "proportional_slices_step_time_s": sized_time,
@@ -147,6 +165,21 @@ def proportional(config: dict[str, Any], slow_threads: int, warmup: int) -> dict
         "state_bytes_per_device": [int(r["state_bytes"]) for r in sized],
         "threads_per_device": threads,
     }
+
+
+def _pooled_step_time(outcomes: Outcomes, prefix: str, warmup: int) -> float:
+    """Median step time after warmup of every job named ``prefix-*``, of the slowest rank."""
+    medians = []
+    for per_rank in outcomes:
+        times = [
+            v
+            for name, outcome in per_rank.items()
+            if name.startswith(f"{prefix}-")
+            for s, v in outcome.series["step_time_s"]
+            if s > warmup
+        ]
+        medians.append(statistics.median(times))
+    return max(medians)
 
 
 def bench(args: BenchArgs) -> BenchReport:
@@ -184,7 +217,9 @@ def bench(args: BenchArgs) -> BenchReport:
             results.update(speed(config, testbed, warmup))
     else:
         results.update(speed(config, None, warmup))
-    results.update(proportional(config, int(extra.get("slow", 1)), warmup))
+    repeats = int(extra.get("repeats", 1 if args.quick else 3))
+    params["proportional_repeats"] = repeats
+    results.update(proportional(config, int(extra.get("slow", 1)), warmup, repeats))
     results["slice_vs_capacity_fraction"] = [
         s / c
         for s, c in zip(results["slice_fractions"], results["capacity_fractions"], strict=True)
