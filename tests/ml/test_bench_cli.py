@@ -19,6 +19,15 @@ def test_unknown_algorithm_lists_the_known_ones(capsys: pytest.CaptureFixture[st
     assert "ddp" in available()
 
 
+def test_the_tessera_command_dispatches_to_the_harness(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from tessera_api.cli import main as tessera
+
+    assert tessera(["bench", "nope"]) == 2
+    assert "known: " in capsys.readouterr().err
+
+
 def test_bad_options_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ddp", "--set", "steps"]) == 2
     assert "KEY=VALUE" in capsys.readouterr().err

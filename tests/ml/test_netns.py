@@ -105,3 +105,27 @@ def test_without_root_the_testbed_says_why(
         Testbed(2).start()
     assert main(["ddp", "--quick", "--netns"]) == 3
     assert "--netns is not possible here: network namespaces need root" in capsys.readouterr().err
+
+
+HOLD_TESTBED = """
+import sys, time
+from tessera_ml.netns import Testbed
+with Testbed(2) as testbed:
+    print(" ".join([testbed.router, *testbed.namespaces]), flush=True)
+    time.sleep(60)
+"""
+
+
+def test_ctrl_c_removes_the_testbed(make_testbed: MakeTestbed) -> None:
+    import signal
+    import sys
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLD_TESTBED], stdout=subprocess.PIPE, text=True
+    )
+    assert child.stdout is not None
+    names = child.stdout.readline().split()
+    assert len(names) == 3 and all((NETNS_DIR / n).exists() for n in names)
+    child.send_signal(signal.SIGINT)
+    child.wait(timeout=30)
+    assert not any((NETNS_DIR / n).exists() for n in names)
