@@ -29,8 +29,11 @@ def _receive(broker_url: str, home: Path, queue: str) -> tuple[dict[str, Any], A
 
 @pytest.mark.parametrize("broker", ["embedded", pytest.param("redis", marks=pytest.mark.redis)])
 def test_a_task_sent_to_a_worker_lands_in_its_own_queue(
-    broker: str, tmp_path: Path, request: pytest.FixtureRequest
+    broker: str, tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
     url = EMBEDDED if broker == "embedded" else str(request.getfixturevalue("redis_url"))
     worker_id = uuid.uuid4().hex
     party_queue, own_queue = queues_of("alice", worker_id)
@@ -43,3 +46,4 @@ def test_a_task_sent_to_a_worker_lands_in_its_own_queue(
     assert party_queue == "party.alice"
     assert headers["task"] == RUN_TASK
     assert body[0] == ["job-1", 2, "task-9"]
+    assert list(elsewhere.iterdir()) == [], "the broker wrote into the working directory"

@@ -45,6 +45,8 @@ def celery_settings(broker_url: str, home: Path) -> dict[str, Any]:
         settings["broker_transport_options"] = {
             "data_folder_in": str(folder / "queue"),
             "data_folder_out": str(folder / "queue"),
+            # fanout (remote-control) exchanges: under the home, not the working directory
+            "control_folder": str(folder / "control"),
             "store_processed": False,
         }
     return settings

@@ -39,6 +39,7 @@ def celery_sender_app(broker_url: str, home: Path) -> Celery:
         conf["broker_transport_options"] = {
             "data_folder_in": str(folder),
             "data_folder_out": str(folder),
+            "control_folder": str(home / "broker" / "control"),
             "store_processed": False,
         }
     app.conf.update(conf)
