@@ -72,9 +72,13 @@ def rsqrt_thresholds(ring: Ring) -> list[int]:
     return list(range(lowest, 6))
 
 
+RSQRT_LOW = math.sqrt(3.0 / 7.0)
+
+
 def rsqrt_start(j: int) -> float:
-    """Starting value for v in [4^j, 4^(j+1))."""
-    return 1.0 / math.sqrt(2.0 * RSQRT_STEP**j)
+    """Starting value for v in [4^j, 4^(j+1)): y0 sqrt(v) spans [a, 2a], and a = sqrt(3/7) makes
+    both ends land equally close to 1 after the first Newton step."""
+    return RSQRT_LOW / math.sqrt(RSQRT_STEP**j)
 
 
 def rsqrt(eng: Engine, v: torch.Tensor, ring: Ring) -> torch.Tensor:

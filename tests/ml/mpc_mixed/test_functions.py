@@ -1,0 +1,82 @@
+"""Non-linear functions and layers on shares against their plaintext definitions."""
+
+import pytest
+import torch
+
+from tessera_ml.algorithms.mpc_mixed import functions as F
+from tessera_ml.algorithms.mpc_mixed.layers import BN_EPS, norm_backward, norm_forward
+from tessera_ml.algorithms.mpc_mixed.protocols import Engine
+from tessera_ml.algorithms.mpc_mixed.ring import Ring
+
+from .helpers import on_both
+
+R32, R64 = Ring(32, 12), Ring(64, 20)
+GEN = torch.Generator().manual_seed(11)
+
+
+@pytest.mark.parametrize("ring", [R32, R64], ids=["r32", "r64"])
+def test_row_max_over_an_odd_number_of_columns(ring: Ring) -> None:
+    x = torch.randn(40, 7, generator=GEN, dtype=torch.float64) * 6
+    x[0] = -1.0  # ties
+    enc = ring.encode(x)
+    out = ring.decode(on_both(lambda e, v: F.row_max(e, v, ring), enc, ring=ring))
+    assert torch.equal(out.flatten(), ring.decode(enc).max(1).values)
+
+
+@pytest.mark.parametrize("ring", [R32, R64], ids=["r32", "r64"])
+def test_reciprocal_on_its_whole_domain(ring: Ring) -> None:
+    s = torch.linspace(1.0, 10.0, 91, dtype=torch.float64).view(-1, 1)
+    out = ring.decode(on_both(lambda e, v: F.reciprocal(e, v, ring, 10), ring.encode(s), ring=ring))
+    assert torch.allclose(out, 1 / s, atol=6 * 2.0**-ring.frac)
+
+
+def test_reciprocal_square_root_over_six_orders_of_magnitude() -> None:
+    v = torch.logspace(-3, 3, 64, dtype=torch.float64)
+    out = R64.decode(on_both(lambda e, x: F.rsqrt(e, x, R64), R64.encode(v), ring=R64))
+    assert torch.allclose(out * v.sqrt(), torch.ones_like(v), atol=3e-3)
+
+
+def test_reciprocal_square_root_in_32_bits_where_it_fits() -> None:
+    v = torch.logspace(-1, 2, 16, dtype=torch.float64)
+    out = R32.decode(on_both(lambda e, x: F.rsqrt(e, x, R32), R32.encode(v), ring=R32))
+    assert torch.allclose(out * v.sqrt(), torch.ones_like(v), atol=1e-2)
+
+
+@pytest.mark.parametrize("ring", [R32, R64], ids=["r32", "r64"])
+def test_softmax_matches_its_plaintext_form(ring: Ring) -> None:
+    logits = torch.randn(30, 10, generator=GEN, dtype=torch.float64) * 4
+    logits[0] = 0.0
+    logits[1, 3] = 40.0  # one dominant class: others clamp to zero
+    out = ring.decode(on_both(lambda e, v: F.softmax(e, v, ring), ring.encode(logits), ring=ring))
+    expected = F.softmax_plain(ring.decode(ring.encode(logits)))
+    assert torch.allclose(out, expected, atol=0.01 if ring.bits == 32 else 1e-4)
+    assert torch.allclose(out.sum(1), torch.ones(30, dtype=torch.float64), atol=0.02)
+
+
+def test_batch_norm_forward_and_backward_match_the_formulas() -> None:
+    ring = R64
+    z = torch.randn(32, 6, generator=GEN, dtype=torch.float64) * 3 + 1
+    gamma = torch.rand(6, generator=GEN, dtype=torch.float64) + 0.5
+    beta = torch.randn(6, generator=GEN, dtype=torch.float64)
+    dy = torch.randn(32, 6, generator=GEN, dtype=torch.float64) * 1e-2
+
+    def fn(
+        e: Engine, z: torch.Tensor, g: torch.Tensor, b: torch.Tensor, d: torch.Tensor
+    ) -> torch.Tensor:
+        y, cache = norm_forward(e, z, g, b, ring)
+        y = e.trunc(y, ring.frac, ring)
+        dgamma, dbeta, dz = norm_backward(e, d, cache, ring)
+        return torch.cat([y.flatten(), dgamma, dbeta, dz.flatten()])
+
+    out = ring.decode(on_both(fn, *(ring.encode(t) for t in (z, gamma, beta, dy)), ring=ring))
+    zt = z.clone().requires_grad_(True)
+    gt, bt = gamma.clone().requires_grad_(True), beta.clone().requires_grad_(True)
+    mean, var = zt.mean(0), zt.var(0, unbiased=False)
+    y = (zt - mean) / (var + BN_EPS).sqrt() * gt + bt
+    y.backward(dy)
+    assert zt.grad is not None and gt.grad is not None and bt.grad is not None
+    n = 32 * 6
+    assert torch.allclose(out[:n], y.detach().flatten(), atol=3e-3)
+    assert torch.allclose(out[n : n + 6], gt.grad, atol=1e-4)
+    assert torch.allclose(out[n + 6 : n + 12], bt.grad, atol=1e-5)
+    assert torch.allclose(out[n + 12 :], zt.grad.flatten(), atol=1e-4)

@@ -1,0 +1,49 @@
+"""The algorithm as the platform runs it: five ranks on a real gloo world."""
+
+import torch
+
+from tessera_ml.algorithms.mpc_mixed import data
+from tessera_ml.algorithms.mpc_mixed.model import init_params
+from tessera_ml.algorithms.mpc_mixed.reference import PlainMlp
+from tessera_ml.testing import run_algorithm
+
+from .test_spec import BASE
+
+
+def test_training_job_with_every_role_reveals_the_model_to_the_named_party() -> None:
+    config = {
+        "hidden": [8],
+        "batch_size": 32,
+        "max_steps": 3,
+        "epochs": 1,
+        "log_every": 2,
+        "reveal_to": ["bob"],
+        "learning_rate": 0.5,
+    }
+    outcomes = run_algorithm("mpc_mixed", BASE, config, timeout_s=600)
+    by_role = {o.role: o for o in outcomes}
+    compute = [o for o in outcomes if o.role == "compute"]
+    # bob plays compute (rank 1) and labels (rank 4): his first rank gets the model
+    assert "model" in compute[1].result and "model" not in compute[0].result
+    assert "model" not in by_role["labels"].result and "model" not in by_role["features"].result
+    assert "model" not in by_role["dealer"].result
+    assert all(o.result["steps"] == 3 for o in compute)
+    # party 0 derives its material from a seed; only party 1 receives dealer traffic
+    assert compute[0].result["offline_bytes"] == 0 < compute[1].result["offline_bytes"]
+    assert compute[0].result["online_bytes"] == compute[1].result["online_bytes"] > 0
+    assert len(compute[0].series("step_time_s")) == 3
+    assert [s for s, _ in by_role["labels"].series("loss")] == [1]
+    assert 0.0 <= by_role["labels"].result["test_accuracy"] <= 1.0
+
+    # the revealed model is the plaintext reference's, up to fixed-point error
+    feats = data.features("digits", 0)
+    labels, classes = data.labels("digits", 0)
+    ref = PlainMlp(init_params([64, 8, classes], True, 0), True)
+    onehot = torch.nn.functional.one_hot(labels.train, classes).double()
+    for idx in data.batches(feats.train.shape[0], 32, 0, 0)[:3]:
+        ref.train_step(feats.train[idx], onehot[idx], 0.5)
+    model = compute[1].result["model"]
+    for name, value in ref.p.items():
+        assert torch.allclose(torch.tensor(model[name], dtype=torch.float64), value, atol=0.03), (
+            name
+        )
