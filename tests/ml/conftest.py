@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import torch
@@ -23,8 +24,8 @@ def make_testbed() -> Iterator[MakeTestbed]:
         pytest.skip(f"network testbed unavailable: {reason}")
     made: list[Testbed] = []
 
-    def make(hosts: int = 2, **options: float) -> Testbed:
-        testbed = Testbed(hosts, **options)  # type: ignore[arg-type]
+    def make(hosts: int = 2, **options: Any) -> Testbed:
+        testbed = Testbed(hosts, **options)
         made.append(testbed)
         return testbed.start()
 

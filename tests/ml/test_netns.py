@@ -45,12 +45,19 @@ def _transfers(comm: Communicator, peer_same_host: int, peer_other_host: int) ->
 def test_ranks_of_one_host_skip_the_link_and_other_hosts_cross_it(
     make_testbed: MakeTestbed,
 ) -> None:
-    testbed = make_testbed(2, rate_mbit=16.0)
+    testbed = make_testbed(2, rate_mbit=[16.0, 1000.0])
+    shaping = [
+        subprocess.run(
+            ["tc", "-n", ns, "qdisc", "show", "dev", "eth0"], capture_output=True, text=True
+        ).stdout
+        for ns in testbed.namespaces
+    ]
+    assert "rate 16Mbit" in shaping[0] and "rate 1Gbit" in shaping[1]
     results = run_world(_transfers, 3, 1, 2, hosts=[0, 0, 1], testbed=testbed)
     rank0 = results[0]
     assert rank0["local_sent"] < 64 * 1024  # only barrier chatter, not the 1 MiB
     assert rank0["remote_sent"] >= 2 * MB
-    # 2 MiB through a 16 Mbit/s bucket cannot take less than ~1 s (burst aside)
+    # 2 MiB out of host 0's 16 Mbit/s bucket cannot take less than ~1 s (burst aside)
     assert results[2]["remote_s"] > 0.8
     links = testbed.link_bytes()
     assert links[0].sent >= 2 * MB and links[1].received >= 2 * MB

@@ -22,6 +22,7 @@ import itertools
 import os
 import shutil
 import subprocess
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -59,6 +60,11 @@ def _run(*cmd: str) -> str:
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed: {done.stderr.strip() or done.returncode}")
     return done.stdout
+
+
+def _sh(command: str) -> str:
+    """Run a command line made of names this module generated (no quoting needed)."""
+    return _run(*command.split())
 
 
 def unavailable_reason() -> str | None:
@@ -123,7 +129,10 @@ def cleanup_stale() -> list[str]:
 
 
 class Testbed:
-    """``hosts`` simulated hosts; links shaped to ``rate_mbit`` each way (see module doc)."""
+    """``hosts`` simulated hosts; links shaped to ``rate_mbit`` each way (see module doc).
+
+    ``rate_mbit`` is one rate for every link, or one per host (a slow party, a fast one).
+    """
 
     __test__ = False
 
@@ -131,18 +140,24 @@ class Testbed:
         self,
         hosts: int,
         *,
-        rate_mbit: float = 1000.0,
+        rate_mbit: float | Sequence[float] = 1000.0,
         burst_bytes: int | None = None,
         latency_ms: float = 100.0,
     ) -> None:
         if hosts < 1 or hosts > 250:
             raise ValueError(f"a testbed has 1 to 250 hosts, got {hosts}")
-        if rate_mbit <= 0:
-            raise ValueError(f"rate must be positive, got {rate_mbit} Mbit/s")
+        rates = (
+            [float(rate_mbit)] * hosts if isinstance(rate_mbit, int | float) else list(rate_mbit)
+        )
+        if len(rates) != hosts:
+            raise ValueError(f"{len(rates)} link rates for {hosts} hosts")
+        if any(r <= 0 for r in rates):
+            raise ValueError(f"rates must be positive, got {rates} Mbit/s")
         self.num_hosts = hosts
-        self.rate_mbit = rate_mbit
+        self.rates_mbit = rates
+        self.rate_mbit = min(rates)
         # at least 64 KiB so that offloaded (GSO) packets pass; else 4 ms worth of rate
-        self.burst_bytes = burst_bytes or max(64 * 1024, int(rate_mbit * 1e6 / 8 / 250))
+        self.burst_bytes = burst_bytes or max(64 * 1024, int(max(rates) * 1e6 / 8 / 250))
         self.latency_ms = latency_ms
         tag = f"{PREFIX}-{os.getpid()}-{next(_counter)}"
         self.router = f"{tag}-r"
@@ -180,45 +195,19 @@ class Testbed:
         _run("ip", "-n", name, "link", "set", "lo", "up")
 
     def _add_host(self, host: int) -> None:
-        ns, port = self.namespaces[host], f"h{host}"
+        ns, port, router = self.namespaces[host], f"h{host}", self.router
         self._add_namespace(ns)
-        _run(
-            "ip",
-            "-n",
-            self.router,
-            "link",
-            "add",
-            port,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            INTERFACE,
-            "netns",
-            ns,
+        _sh(f"ip -n {router} link add {port} type veth peer name {INTERFACE} netns {ns}")
+        _sh(f"ip -n {router} link set {port} master br0")
+        _sh(f"ip -n {router} link set {port} up")
+        _sh(f"ip -n {ns} addr add {self.address(host)}/24 dev {INTERFACE}")
+        _sh(f"ip -n {ns} link set {INTERFACE} up")
+        shape = (
+            f"root tbf rate {self.rates_mbit[host]}mbit burst {self.burst_bytes} "
+            f"latency {self.latency_ms}ms"
         )
-        _run("ip", "-n", self.router, "link", "set", port, "master", "br0")
-        _run("ip", "-n", self.router, "link", "set", port, "up")
-        _run("ip", "-n", ns, "addr", "add", f"{self.address(host)}/24", "dev", INTERFACE)
-        _run("ip", "-n", ns, "link", "set", INTERFACE, "up")
-        for where, dev in ((ns, INTERFACE), (self.router, port)):
-            _run(
-                "tc",
-                "-n",
-                where,
-                "qdisc",
-                "add",
-                "dev",
-                dev,
-                "root",
-                "tbf",
-                "rate",
-                f"{self.rate_mbit}mbit",
-                "burst",
-                str(self.burst_bytes),
-                "latency",
-                f"{self.latency_ms}ms",
-            )
+        _sh(f"tc -n {ns} qdisc add dev {INTERFACE} {shape}")
+        _sh(f"tc -n {router} qdisc add dev {port} {shape}")
 
     def _read_counters(self) -> dict[int, LinkBytes]:
         # the router's end of host i's link: what it receives, host i sent
