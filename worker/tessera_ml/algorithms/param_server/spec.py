@@ -114,7 +114,11 @@ class ParamServerConfig(AlgorithmConfig):
         default=0, ge=0, description="Evaluate every this many steps (0: only at the end)"
     )
     eval_samples: int = Field(
-        default=20_000, ge=0, le=10_000_000, description="Held-out samples for AUC and loss"
+        default=20_000,
+        ge=0,
+        le=10_000_000,
+        description="Held-out samples of the generated log for AUC and loss "
+        "(party datasets use their own test split)",
     )
     checkpoint_every: int = Field(
         default=0, ge=0, description="Checkpoint every this many steps (0: only the final export)"
