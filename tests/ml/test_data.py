@@ -124,6 +124,8 @@ def test_csv_parquet_and_npz_files_load_with_labels_and_ids(tmp_path: Path) -> N
         assert len(data.train) + len(data.test) == 200
         assert torch.equal(data.test.ids, loaded[0].test.ids)
     assert loaded[0].columns == ("a", "b")
+    held_out = resolve("file:d.csv?test=file:d.parquet", data_root=tmp_path)
+    assert len(held_out.train) == len(held_out.test) == 200
     features_only = resolve(f"file:{tmp_path / 'd.csv'}?label=")
     assert features_only.train.y is None and features_only.num_features == 3
 

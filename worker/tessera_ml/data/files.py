@@ -7,6 +7,7 @@ arrays ``x`` (``[rows, features]``), optional ``y`` and ``ids``. A party holding
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -15,10 +16,10 @@ import torch
 from tessera_ml.data.tabular import Table, Task
 
 
+@dataclass(frozen=True)
 class LoadedFile:
-    def __init__(self, table: Table, columns: tuple[str, ...]) -> None:
-        self.table = table
-        self.columns = columns
+    table: Table
+    columns: tuple[str, ...]
 
 
 def read_file(

@@ -36,42 +36,41 @@ def resolve(ref: str | DataRef, data_root: Path | str | None = None) -> Dataset:
 def _resolve_file(
     ref: DataRef, test: str, split_seed: int, data_root: Path | str | None
 ) -> Dataset:
-    path = _path(ref.target, data_root)
-    label = ref.option("label", "label")
-    id_column = ref.option("id", "id")
-    loaded = read_file(path, label=label or None, id_column=id_column or None)
-    table = loaded.table
+    label = ref.option("label", "label") or None
+    id_column = ref.option("id", "id") or None
+    loaded = read_file(_path(ref.target, data_root), label=label, id_column=id_column)
     task_name = ref.option("task")
-    task: Task = infer_task(table.y) if task_name is None else _task(task_name)
-    table = Table(table.x, cast_target(table.y, task), table.ids)
+    task: Task = infer_task(loaded.table.y) if task_name is None else _task(task_name)
+    table = _typed(loaded.table, task)
     if test.startswith("file:"):
-        other = read_file(
-            _path(test[5:], data_root), label=label or None, id_column=id_column or None
-        )
+        other = read_file(_path(test[5:], data_root), label=label, id_column=id_column)
         if other.columns != loaded.columns:
             raise DataRefError("column_mismatch", f"{test} has other columns than {ref.target}")
-        train, held_out = (
-            table,
-            Table(other.table.x, cast_target(other.table.y, task), other.table.ids),
-        )
+        train, held_out = table, _typed(other.table, task)
     else:
         train_idx, test_idx = split_by_id(table.ids, _fraction(test), split_seed)
         train, held_out = table.rows(train_idx), table.rows(test_idx)
     if _flag(ref, "standardize", False):
         train, held_out = standardize(train, held_out)
-    num_classes = 1
-    if task != "regression" and train.y is not None:
-        num_classes = max(
-            2, int(train.y.max()) + 1, int(held_out.y.max()) + 1 if held_out.y is not None else 0
-        )
     return Dataset(
         name=f"file:{ref.target}",
         train=train,
         test=held_out,
         task=task,
         columns=loaded.columns,
-        num_classes=num_classes,
+        num_classes=_num_classes(task, train, held_out),
     )
+
+
+def _typed(table: Table, task: Task) -> Table:
+    return Table(table.x, cast_target(table.y, task), table.ids)
+
+
+def _num_classes(task: Task, *tables: Table) -> int:
+    if task == "regression":
+        return 1
+    labels = [t.y for t in tables if t.y is not None and len(t) > 0]
+    return max([2] + [int(y.max()) + 1 for y in labels])
 
 
 def _post_process(ref: DataRef, data: Dataset) -> Dataset:
