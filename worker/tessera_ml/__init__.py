@@ -1,5 +1,6 @@
 """Tessera's algorithm library: torch-only, no Celery, FastAPI or SQLAlchemy.
 
-``tessera_ml.spec`` and ``tessera_ml.registry`` import without torch so the control plane can
-read algorithm metadata; everything that runs ranks imports torch.
+``tessera_ml.spec``, ``tessera_ml.registry``, ``tessera_ml.data.refs`` and
+``tessera_ml.models.spec`` import without torch so the control plane can read algorithm
+metadata and validate jobs; everything that runs ranks imports torch.
 """
