@@ -102,9 +102,13 @@ def test_sync_job_then_resume_dedup_async_and_eviction(tmp_path: Path) -> None:
         ({**BASE, "mode": "async", "staleness": 2}, str(tmp_path / "d"), None),
         ({**BASE, "eviction": "lfu", "max_rows": 150, "evict_every": 2}, None, None),
         ({**BASE, "dataset": "generated:clicks?rows=3000&fields=3&ids=200"}, None, None),
+        ({**BASE, "admission_count": 3}, str(tmp_path / "e"), None),
+        ({**BASE, "eviction": "ttl", "ttl_steps": 1, "evict_every": 3}, None, None),
     ]
     outcomes = run_world(_jobs, 4, jobs)
-    full, resumed, undeduped, stale, evicting, from_dataset = zip(*outcomes, strict=True)
+    full, resumed, undeduped, stale, evicting, from_dataset, admitting, expiring = zip(
+        *outcomes, strict=True
+    )
 
     # rows exist for exactly the ids the workers trained on, each on the server its hash names
     exported = [_final(tmp_path / "a", 4, s) for s in SERVERS]
@@ -160,3 +164,18 @@ def test_sync_job_then_resume_dedup_async_and_eviction(tmp_path: Path) -> None:
     assert 0.5 < lead["ground_truth_auc"] <= 1.0 and 0.0 <= lead["auc"] <= 1.0
     rows = sum(from_dataset[s][0]["live_rows"] for s in SERVERS)
     assert 0 < rows <= 3 * 200
+
+    # admission: a row only for ids seen in at least 3 worker batches
+    log = ClickLog(vocab=BASE["data"]["vocab"], seed=BASE["seed"])
+    size = BASE["batch_size"]
+    batches = [log.ids(torch.arange(b * size, (b + 1) * size)).unique() for b in range(8)]
+    ids, counts = torch.cat(batches).unique(return_counts=True)
+    admitted = torch.cat([_final(tmp_path / "e", 4, s)["ids"] for s in SERVERS]).sort().values
+    assert torch.equal(admitted, ids[counts >= 3])
+    assert sum(admitting[s][0]["live_rows"] for s in SERVERS) == admitted.numel()
+
+    # ttl: rows idle for more than one step are dropped at step 3
+    for s in SERVERS:
+        result, points = expiring[s]
+        assert result["evicted_rows"] > 0
+        assert result["live_rows"] < full[s][0]["live_rows"]
