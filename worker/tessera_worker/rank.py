@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from tessera_worker.launch import RankLaunch
+from tessera_worker.output import forward_output
 from tessera_worker.procs import die_with_parent
 
 TOKEN_ENV = "TESSERA_PARTY_TOKEN"
@@ -106,10 +107,13 @@ def run(spec: RankLaunch, stop: threading.Event, on_error: Callable[[], None]) -
         attempt=spec.attempt,
     )
     try:
-        return _entry(spec.entry_point)(ctx)
-    except BaseException:
-        on_error()
-        raise
+        with forward_output(reporter):
+            try:
+                return _entry(spec.entry_point)(ctx)
+            except BaseException:
+                on_error()
+                reporter.log(traceback.format_exc(), level="error")
+                raise
     finally:
         close = getattr(reporter, "close", None)
         if close is not None:
