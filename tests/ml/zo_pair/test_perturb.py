@@ -7,6 +7,7 @@ from torch import nn
 from torch.func import functional_call
 
 from tessera_ml.algorithms.zo_pair.data import PairStream
+from tessera_ml.algorithms.zo_pair.mezo import MezoStep
 from tessera_ml.algorithms.zo_pair.model import per_input_loss
 from tessera_ml.algorithms.zo_pair.perturb import (
     PerturbedForward,
@@ -117,3 +118,22 @@ def test_a_pair_reads_every_example_once_per_epoch_in_a_seeded_order() -> None:
     assert torch.equal(again[0], stream.inputs(1)[0])
     other = PairStream(x, y, pair=0, job_seed=3, micro_batch=5).inputs(0)[1]
     assert not torch.equal(other, stream.inputs(0)[1])
+
+
+def test_mezo_baseline_takes_the_same_step_with_four_generations() -> None:
+    model, reference = _model(), _model()
+    mezo = MezoStep(model, epsilon=1e-3, lr=0.1, task="classification")
+    source = ZSource(unique_parameters(reference))
+    forward = PerturbedForward(reference, source)
+    x, y = torch.randn(2, 4, 6), torch.randint(0, 3, (2, 4))
+    sides = []
+    for sign in (1.0, -1.0):
+        with forward.at(seed=21, scale=sign * 1e-3) as m:
+            sides.append(per_input_loss(m(x.flatten(0, 1)), y.flatten(), "classification", 2))
+    expected_g = float(((sides[0].double() - sides[1].double()) / 2e-3).mean())
+    g = mezo.step(21, x, y)
+    assert abs(g - expected_g) < 1e-3 * max(1.0, abs(expected_g))
+    assert mezo.source.generations == 4.0
+    apply_update(source, [(21, g)], lr=0.1)
+    for a, b in zip(model.parameters(), reference.parameters(), strict=True):
+        assert torch.allclose(a, b, rtol=0, atol=1e-6)
