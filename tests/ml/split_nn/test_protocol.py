@@ -151,17 +151,10 @@ def test_every_rank_reports_bytes_and_the_label_party_reports_loss(
     assert losses[-1] < losses[0]
 
 
-def _float_values(t: np.ndarray) -> set[float]:
-    return set(t.astype(np.float64).ravel().tolist()) if t.dtype.kind == "f" else set()
-
-
-def _serialised(values: np.ndarray) -> list[bytes]:
-    return [
-        np.asarray(v, dtype=dt).tobytes()
-        for v in values.ravel()
-        if v != 0
-        for dt in (np.float64, np.float32)
-    ]
+def _serialised(values: np.ndarray) -> set[bytes]:
+    """The float64 encodings of the non-zero values (8 bytes: a random 16-byte digest in a pickled
+    payload matches one by chance with negligible probability, unlike 4-byte float32 ones)."""
+    return {np.float64(v).tobytes() for v in values.ravel() if v != 0}
 
 
 def test_no_raw_feature_or_label_leaves_its_party(
@@ -185,16 +178,26 @@ def test_no_raw_feature_or_label_leaves_its_party(
 
 
 def _assert_no_features(x_train: Any, x_test: Any, sent: list[tuple[int, np.ndarray]]) -> None:
+    """No non-zero raw value (in the message's own precision) is in any 2-D tensor sent, and no
+    float64 encoding of one is in any pickled payload; int8 tensors come with their row scales."""
     raw = np.concatenate([x_train.numpy(), x_test.numpy()]).ravel()
-    raw_set = set(raw[raw != 0].astype(np.float64).tolist()) | set(
-        raw[raw != 0].astype(np.float32).astype(np.float64).tolist()
-    )
+    raw = raw[raw != 0]
+    raw_in = {dt: set(raw.astype(dt).tolist()) for dt in (np.float64, np.float32, np.float16)}
     patterns = _serialised(raw)
-    for _, msg in sent:
-        assert not (_float_values(msg) & raw_set), "a raw feature value crossed the wire"
-        if msg.dtype == np.uint8:
-            payload = msg.tobytes()
-            assert not any(p in payload for p in patterns), "a raw feature value was pickled"
+    messages = iter(sent)
+    for dst, msg in messages:
+        if msg.dtype == np.int64 and msg.shape == (1,):
+            _, payload = next(messages)
+            data = payload.tobytes()
+            windows = {data[i : i + 8] for i in range(len(data) - 7)}
+            assert not (windows & patterns), "a raw feature value was pickled"
+        elif msg.dtype == np.int8:
+            _, scale = next(messages)
+            assert scale.dtype == np.float32 and scale.shape == (msg.shape[0],)
+        elif msg.ndim == 2 and msg.dtype.kind == "f":
+            assert not (set(msg.ravel().tolist()) & raw_in[msg.dtype.type]), "raw features sent"
+        else:
+            assert dst == -1 and msg.size == 1, f"unexpected message {msg.dtype} {msg.shape}"
 
 
 def _assert_no_labels(y_train: Any, y_test: Any, sent: list[tuple[int, np.ndarray]]) -> None:

@@ -7,6 +7,8 @@ posted ahead and waited for later (pipelined schedule).
 
 from __future__ import annotations
 
+import queue
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,9 +57,52 @@ class Pending:
     works: list[Work]
 
     def wait(self) -> torch.Tensor:
+        self.arrive()
+        return self.link.codec.decode([b.to(self.link.device) for b in self.wire], self.link.dtype)
+
+    def arrive(self) -> None:
+        """Block until the wire tensors are here, without decoding them (a receive's work may
+        be waited for only once, so later calls return at once)."""
         for w in self.works:
             w.wait()
-        return self.link.codec.decode([b.to(self.link.device) for b in self.wire], self.link.dtype)
+        self.works = []
+
+
+class Arrivals:
+    """Reports, in arrival order, which posted receives have completed.
+
+    One watcher thread per stream waits on that stream's receives in posting order and queues
+    ``(stream, index)`` when receive group ``index`` is complete; ``next()`` returns the next
+    event. This lets a rank work on whichever micro-batch is ready first.
+    """
+
+    def __init__(self, streams: dict[str, list[list[Pending]]]) -> None:
+        self._events: queue.Queue[tuple[str, int] | BaseException] = queue.Queue()
+        self._threads = [
+            threading.Thread(target=self._watch, args=(name, groups), daemon=True)
+            for name, groups in streams.items()
+        ]
+        for t in self._threads:
+            t.start()
+
+    def _watch(self, name: str, groups: list[list[Pending]]) -> None:
+        try:
+            for index, group in enumerate(groups):
+                for pending in group:
+                    pending.arrive()
+                self._events.put((name, index))
+        except BaseException as exc:  # handed to the training thread, which raises it
+            self._events.put(exc)
+
+    def next(self) -> tuple[str, int]:
+        event = self._events.get()
+        if isinstance(event, BaseException):
+            raise event
+        return event
+
+    def join(self) -> None:
+        for t in self._threads:
+            t.join()
 
 
 @dataclass

@@ -25,7 +25,7 @@ import torch
 from torch import nn
 
 from tessera_ml.algorithms.split_nn.codecs import codec
-from tessera_ml.algorithms.split_nn.cut import CutShape, Link, recv_shape, send_shape
+from tessera_ml.algorithms.split_nn.cut import Arrivals, CutShape, Link, recv_shape, send_shape
 from tessera_ml.algorithms.split_nn.models import (
     combine,
     combined_width,
@@ -211,17 +211,36 @@ class DistributedModel:
                 z.backward(out.recv(n))
                 self._send_input_grads(leaves, blocking=True)
             return
+        self._train_middle_interleaved(sizes)
+
+    def _train_middle_interleaved(self, sizes: list[int]) -> None:
+        """Forward each micro-batch as soon as its activations are in, backward each as soon as
+        its gradient is in (forwards and backwards each stay in micro-batch order, so the
+        gradient sums are those of the sequential schedule)."""
+        out, middle = self.output, self.modules["middle"]
+        assert out is not None
         acts = [[lk.post_recv(n) for lk in self.inputs] for n in sizes]
         grads = [out.post_recv(n) for n in sizes]
-        forward = []
-        for pending in acts:
-            leaves = [p.wait().requires_grad_() for p in pending]
-            z = middle(combine(leaves, self.cfg.combine))
-            out.send(z, blocking=False)
-            forward.append((leaves, z))
-        for (leaves, z), g in zip(forward, grads, strict=True):
-            z.backward(g.wait())
-            self._send_input_grads(leaves, blocking=False)
+        arrivals = Arrivals({"act": acts, "grad": [[g] for g in grads]})
+        arrived: dict[str, set[int]] = {"act": set(), "grad": set()}
+        forward: list[tuple[list[torch.Tensor], torch.Tensor]] = []
+        done = 0
+        while done < len(sizes):
+            if done < len(forward) and done in arrived["grad"]:
+                leaves, z = forward[done]
+                z.backward(grads[done].wait())
+                self._send_input_grads(leaves, blocking=False)
+                forward[done] = ([], z.new_empty(0))
+                done += 1
+            elif len(forward) < len(sizes) and len(forward) in arrived["act"]:
+                leaves = [p.wait().requires_grad_() for p in acts[len(forward)]]
+                z = middle(combine(leaves, self.cfg.combine))
+                out.send(z, blocking=False)
+                forward.append((leaves, z))
+            else:
+                kind, index = arrivals.next()
+                arrived[kind].add(index)
+        arrivals.join()
         out.flush()
         for lk in self.inputs:
             lk.flush()

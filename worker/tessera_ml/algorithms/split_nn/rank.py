@@ -27,6 +27,7 @@ from tessera_ml.algorithms.split_nn.party_data import PartyData, Rows, load_part
 from tessera_ml.algorithms.split_nn.schedule import batch_rows, chunk_sizes, split_sizes
 from tessera_ml.algorithms.split_nn.spec import SplitNNConfig
 from tessera_ml.context import RankContext
+from tessera_ml.netns import testbed_link_bytes
 
 EVAL_CHUNK = 512
 
@@ -99,7 +100,10 @@ class Meter:
     steps: int = 0
     seconds: float = 0.0
     bytes_sent: int = 0
+    link_bytes_sent: int = 0
+    """On a network testbed: bytes this host put on its link (interface counters)."""
     window: list[float] = field(default_factory=list)
+    step_times: list[float] = field(default_factory=list)
 
 
 def run(ctx: RankContext) -> dict[str, Any]:
@@ -136,6 +140,7 @@ def run(ctx: RankContext) -> dict[str, Any]:
             ctx.reporter.log(f"stopping at step {step}: cancelled")
             break
         rows = batch_rows(step, n_train, cfg.batch_size, cfg.seed)
+        link0 = testbed_link_bytes()
         sent0, t0 = ctx.comm.stats.sent, time.perf_counter()
         loss = dm.train_step(
             sizes,
@@ -143,7 +148,11 @@ def run(ctx: RankContext) -> dict[str, Any]:
             y=None if y_train is None else y_train[rows],
         )
         elapsed = time.perf_counter() - t0
+        link1 = testbed_link_bytes()
+        if link0 is not None and link1 is not None:
+            meter.link_bytes_sent += link1.sent - link0.sent
         meter.steps += 1
+        meter.step_times.append(elapsed)
         meter.seconds += elapsed
         meter.bytes_sent += ctx.comm.stats.sent - sent0
         meter.window.append(elapsed)
@@ -165,6 +174,8 @@ def run(ctx: RankContext) -> dict[str, Any]:
         "train_steps": meter.steps,
         "train_seconds": meter.seconds,
         "train_bytes_sent": meter.bytes_sent,
+        "train_link_bytes_sent": meter.link_bytes_sent,
+        "step_times": meter.step_times,
         "analytic_bytes_sent_per_step": dm.analytic_bytes_per_step(cfg.batch_size),
         "bytes": ctx.comm.stats.snapshot(),
         "eval": last_eval,
@@ -196,6 +207,9 @@ def _report(
         "progress": done / cfg.steps,
     }
     values.update({f"bytes_sent.to.{peer}": float(b) for peer, b in stats.sent_to.items()})
+    link = testbed_link_bytes()
+    if link is not None:
+        values["link_bytes_sent"] = float(link.sent)
     if loss is not None:
         values["loss"] = loss
     ctx.reporter.metrics(done, values)

@@ -89,7 +89,7 @@ class SplitNNConfig(AlgorithmConfig):
     )
     optimizer: Literal["sgd", "adam"] = Field(default="sgd", description="Optimizer of every role")
     lr: float = Field(default=0.05, gt=0, description="Learning rate")
-    momentum: float = Field(default=0.0, ge=0, lt=1, description="SGD momentum")
+    momentum: float = Field(default=0.9, ge=0, lt=1, description="SGD momentum")
     bottom: ModelSpec = Field(
         default_factory=lambda: ModelSpec(hidden=[64], out=32),
         description="First model: runs at each feature party on its own columns",
