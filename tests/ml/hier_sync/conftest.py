@@ -57,6 +57,14 @@ def jobs(root: Path) -> list[Job]:
             "hier_sync",
             {**ADAM, **UNEVEN, **SMALL_BUCKETS, "overlap": False, "checkpoint_interval": STEPS},
         ),
+        Job(
+            "stopped",
+            "hier_sync",
+            NODES,
+            {**SGD, "checkpoint_interval": 100},
+            str(root / "stopped"),
+            stop=(1, 10),
+        ),
     ]
 
 

@@ -8,6 +8,7 @@ its registered entry point. Sharing one world keeps the tests and the quick benc
 from __future__ import annotations
 
 import importlib
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,8 @@ class Job:
     config: dict[str, Any]
     checkpoint_dir: str | None = None
     resume_from: str | None = None
+    stop: tuple[int, int] | None = None
+    """``(rank, step)``: that rank alone is asked to stop once it has reported ``step``."""
 
 
 @dataclass
@@ -47,6 +50,9 @@ def run_jobs(comm: Communicator, jobs: list[Job]) -> dict[str, JobOutcome]:
         config = spec.parse_config(job.config)
         plan = spec.make_plan([Assignment.model_validate(a) for a in job.assignments], config)
         reporter = MemoryReporter()
+        stop = threading.Event()
+        if job.stop is not None and job.stop[0] == comm.rank:
+            stop = _StopAfter(reporter, job.stop[1])
         ctx = RankContext(
             rank=comm.rank,
             world_size=comm.world_size,
@@ -55,6 +61,7 @@ def run_jobs(comm: Communicator, jobs: list[Job]) -> dict[str, JobOutcome]:
             config=config,
             comm=comm,
             reporter=reporter,
+            stop=stop,
             checkpoint_dir=Path(job.checkpoint_dir) if job.checkpoint_dir else None,
             resume_from=Path(job.resume_from) if job.resume_from else None,
         )
@@ -66,6 +73,17 @@ def run_jobs(comm: Communicator, jobs: list[Job]) -> dict[str, JobOutcome]:
         outcomes[job.name] = JobOutcome(result, series)
         comm.barrier()
     return outcomes
+
+
+class _StopAfter(threading.Event):
+    def __init__(self, reporter: MemoryReporter, step: int) -> None:
+        super().__init__()
+        self._reporter = reporter
+        self._step = step
+
+    def is_set(self) -> bool:
+        done = self._reporter.last_progress
+        return done is not None and done[0] >= self._step
 
 
 def ddp_params(folder: Path) -> torch.Tensor:

@@ -8,7 +8,7 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from tessera_ml.algorithms.ddp.train import evaluate, loss_function
+from tessera_ml.algorithms.ddp.train import evaluate, loss_function, sync_buffers
 from tessera_ml.algorithms.hier_sync.capacity import agreed_fractions
 from tessera_ml.algorithms.hier_sync.flat import FlatParams
 from tessera_ml.algorithms.hier_sync.spec import HierSyncConfig
@@ -112,6 +112,13 @@ class Trainer:
         self.sync.close()
 
 
+def stop_agreed(ctx: RankContext) -> bool:
+    """Whether any rank was asked to stop: all ranks leave the loop at the same step."""
+    flag = torch.tensor([1.0 if ctx.stop.is_set() else 0.0], device=ctx.device)
+    ctx.comm.all_reduce(flag, "max")
+    return bool(flag.item())
+
+
 def run(ctx: RankContext) -> dict[str, Any]:
     trainer = Trainer(ctx)
     config = trainer.config
@@ -126,7 +133,7 @@ def run(ctx: RankContext) -> dict[str, Any]:
     step, loss, stopped = start, float("nan"), False
     try:
         for step in range(start + 1, config.steps + 1):
-            if ctx.stop.is_set():
+            if stop_agreed(ctx):
                 stopped, step = True, step - 1
                 break
             began = time.perf_counter()
@@ -152,6 +159,8 @@ def run(ctx: RankContext) -> dict[str, Any]:
         "numel": trainer.flat.numel,
         **trainer.link_bytes(),
     }
+    if not stopped:
+        sync_buffers(ctx.comm, trainer.model, ctx.comm.world)
     if ctx.rank == trainer.topology.nodes[0][0] and not stopped:
         results = evaluate(trainer.model, trainer.data, trainer.criterion, ctx.device)
         ctx.reporter.metrics(step, results)
