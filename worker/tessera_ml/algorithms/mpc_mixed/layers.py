@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from tessera_ml.algorithms.mpc_mixed.functions import rsqrt
+from tessera_ml.algorithms.mpc_mixed.material import Kind, Request
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.ring import Ring, ring_sum
@@ -41,11 +42,17 @@ def linear_backward(
 
 @dataclass
 class NormCache:
+    """Forward values the backward pass needs, with the step's batch-norm material: centred
+    and scale were opened (masked) once in the forward pass and are reused in the backward."""
+
     centred: torch.Tensor
     inv_std: torch.Tensor
     scale: torch.Tensor
     mean: torch.Tensor
     var: torch.Tensor
+    open_centred: torch.Tensor
+    open_scale: torch.Tensor
+    material: list[torch.Tensor]
 
 
 BN_EPS = 1e-3
@@ -60,14 +67,20 @@ def norm_forward(
     next layer wants) and what the backward pass needs.
     """
     batch = z.shape[0]
+    material = eng.provider.get(Request(Kind.NORM, ring.bits, tuple(z.shape)))
+    a_c, a_s, _a_d, _a_k, a_cc, a_cs = material[:6]
     mean = eng.mul_public(ring_sum(z, 0), 1.0 / batch, ring)
     centred = z - mean
-    sum_sq = eng.trunc(ring_sum(eng.square(centred, ring), 0), ring.frac, ring)
+    (e_c,) = eng.open(centred - a_c)
+    squares = eng.product_of_masked(e_c, a_c, e_c, a_c, a_cc)
+    sum_sq = eng.trunc(ring_sum(squares, 0), ring.frac, ring)
     var = eng.mul_public(sum_sq, 1.0 / batch, ring)
     inv_std = rsqrt(eng, eng.add_public(var, round(BN_EPS * ring.scale)), ring)
     scale = eng.trunc(eng.mul(gamma, inv_std, ring), ring.frac, ring)
-    y = eng.mul(centred, scale, ring) + (beta << ring.frac)
-    return y, NormCache(centred, inv_std, scale, mean, var)
+    (e_s,) = eng.open(scale - a_s)
+    y = eng.product_of_masked(e_c, a_c, e_s, a_s, a_cs) + (beta << ring.frac)
+    cache = NormCache(centred, inv_std, scale, mean, var, e_c, e_s, material)
+    return y, cache
 
 
 def norm_eval(
@@ -92,15 +105,21 @@ def norm_backward(
     dgamma = sum(dy * x_hat), dbeta = sum(dy),
     dz = scale * dy - scale * dbeta / B - (scale * inv_std * dgamma / B) * centred."""
     batch = dy.shape[0]
-    t = eng.trunc(ring_sum(eng.mul(dy, cache.centred, ring), 0), ring.frac, ring)
+    a_c, a_s, a_d, a_k = cache.material[:4]
+    a_dc, a_ds, a_ck = cache.material[6:]
+    e_c, e_s = cache.open_centred, cache.open_scale
+    (e_d,) = eng.open(dy - a_d)
+    t = eng.trunc(ring_sum(eng.product_of_masked(e_d, a_d, e_c, a_c, a_dc), 0), ring.frac, ring)
     dbeta = ring_sum(dy, 0)
     dgamma = eng.trunc(eng.mul(t, cache.inv_std, ring), ring.frac, ring)
     s_r = eng.trunc(eng.mul(cache.scale, cache.inv_std, ring), ring.frac, ring)
     k = eng.mul_public(eng.trunc(eng.mul(s_r, dgamma, ring), ring.frac, ring), 1.0 / batch, ring)
-    v = eng.mul_public(
-        eng.trunc(eng.mul(cache.scale, dbeta, ring), ring.frac, ring), 1.0 / batch, ring
+    v = eng.trunc(eng.mul(cache.scale, dbeta, ring), ring.frac, ring)
+    v = eng.mul_public(v, 1.0 / batch, ring)
+    (e_k,) = eng.open(k - a_k)
+    both = eng.product_of_masked(e_d, a_d, e_s, a_s, a_ds) - eng.product_of_masked(
+        e_c, a_c, e_k, a_k, a_ck
     )
-    both = eng.mul(dy, cache.scale, ring) - eng.mul(cache.centred, k, ring)
     dz = eng.trunc(both, ring.frac, ring) - v
     return dgamma, dbeta, dz
 

@@ -23,6 +23,7 @@ class Kind(IntEnum):
     EXTEND = 5  # r in Z_2^32, r as an integer in Z_2^64, msb(r) in Z_2^64
     COMPARE = 6  # r, r as XOR-shared bits, then AND triples of the comparison tree
     SELECT = 7  # a random bit b (XOR), and per use in a ring: b, a, a*b
+    NORM = 8  # batch-norm masks and their products, each value opened once per step
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,13 @@ def layout(req: Request) -> list[Slot]:
         levels = tree_levels(req.bits)
         slots += [Slot(s, dt, True)] * (5 * (levels - 1) + 3)
         return slots
+    if req.kind == Kind.NORM:
+        vec = (s[-1],)
+        return (
+            [Slot(s, dt, False), Slot(vec, dt, False), Slot(s, dt, False)]
+            + [Slot(vec, dt, False)]
+            + [Slot(s, dt, False)] * 5
+        )
     if req.kind == Kind.SELECT:
         slots = [Slot(s, torch.uint8, True)]
         for bits in req.uses:
@@ -140,6 +148,11 @@ def secrets(req: Request, gen: torch.Generator) -> list[torch.Tensor]:
                 b2 = ring.random(s, gen)
                 out += [a, b1, b2, a & b1, a & b2]
         return out
+    if req.kind == Kind.NORM:
+        # masks of: centred (B, F), scale (F), dy (B, F), k (F)
+        a_c, a_s = ring.random(s, gen), ring.random((s[-1],), gen)
+        a_d, a_k = ring.random(s, gen), ring.random((s[-1],), gen)
+        return [a_c, a_s, a_d, a_k, a_c * a_c, a_c * a_s, a_d * a_c, a_d * a_s, a_c * a_k]
     if req.kind == Kind.SELECT:
         bit = torch.randint(0, 2, s, dtype=torch.uint8, generator=gen)
         out = [bit]

@@ -85,6 +85,19 @@ class Engine:
         z = aa + 2 * e * a
         return z + e * e if self.index == 0 else z
 
+    def product_of_masked(
+        self,
+        e_x: torch.Tensor,
+        a_x: torch.Tensor,
+        e_y: torch.Tensor,
+        a_y: torch.Tensor,
+        a_xy: torch.Tensor,
+    ) -> torch.Tensor:
+        """x * y from x - a_x and y - a_y already opened (each value opened once, used in any
+        number of products) and the dealer's shares of a_x * a_y."""
+        z = a_xy + e_x * a_y + a_x * e_y
+        return z + e_x * e_y if self.index == 0 else z
+
     def mul_public(self, x: torch.Tensor, value: float, ring: Ring) -> torch.Tensor:
         """x times a public real, truncated back to x's scale."""
         factor = round(value * ring.scale)
