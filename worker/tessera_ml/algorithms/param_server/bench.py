@@ -49,8 +49,8 @@ QUICK = {
     "rows": 200_000,
     "ids": 1000,
     "fields": 8,
-    "lookup_rows": 150_000,
-    "lookup_batch": 65_536,
+    "lookup_rows": 200_000,
+    "lookup_batch": 262_144,
     "plain_steps": 20,
 }
 DIM = 16
@@ -88,11 +88,12 @@ def lookup(params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def optimizers() -> dict[str, Any]:
+def optimizers(quick: bool) -> dict[str, Any]:
+    rows, steps = (1000, 20) if quick else (4000, 50)
     out: dict[str, Any] = {}
     identical = True
     for name in ("adagrad", "adam"):
-        comparison = compare_with_dense(name, rows=4000, dim=DIM, steps=50, per_step=500)
+        comparison = compare_with_dense(name, rows=rows, dim=DIM, steps=steps, per_step=rows // 8)
         out[f"max_abs_diff_{name}"] = comparison.max_abs_diff
         identical = identical and comparison.untouched_identical
     out["max_abs_diff_vs_dense_optimizer"] = max(
@@ -163,7 +164,7 @@ def bench(args: BenchArgs) -> BenchReport:
         raise ValueError("param_server has no --netns benchmark yet: bytes are counted per rank")
     params = _params(args)
     results: dict[str, Any] = {}
-    results |= optimizers()
+    results |= optimizers(args.quick)
     results |= lookup(params)
     results |= training(params)
     return BenchReport(params={**params, "dim": DIM, "workers": 2, "servers": 2}, results=results)
