@@ -80,13 +80,17 @@ class BlockRows:
             self.blocks[b][offsets[pos]] = values[pos]
 
     def write_range(self, start: int, values: torch.Tensor) -> None:
-        """Overwrite rows ``start .. start + len(values) - 1`` (already reserved)."""
+        """Overwrite rows ``start .. start + len(values) - 1`` (already reserved); values of
+        fewer columns than ``width`` overwrite the first columns only."""
         done = 0
         while done < values.shape[0]:
             row = start + done
             block, offset = row >> self.shift, row & (self.block_rows - 1)
             take = min(self.block_rows - offset, values.shape[0] - done)
-            self.blocks[block][offset : offset + take] = values[done : done + take]
+            target = self.blocks[block][offset : offset + take]
+            if values.dim() == 2:
+                target = target[:, : values.shape[1]]
+            target.copy_(values[done : done + take])
             done += take
 
     def head(self, num_rows: int) -> torch.Tensor:

@@ -137,9 +137,9 @@ class DynamicTable:
         self.rows.reserve(start + count)
         self.ids.reserve(start + count)
         self.ids.write_range(start, keys)
-        values = torch.zeros((count, self.width), dtype=torch.float32, device=self.device)
-        values[:, : self.dim] = init_rows(keys, self.dim, self.seed, self.init_scale)
-        self.rows.write_range(start, values)
+        # rows past ``num_rows`` are still zero (blocks start zeroed, rows are never deleted in
+        # place), so the optimizer state needs no writing
+        self.rows.write_range(start, init_rows(keys, self.dim, self.seed, self.init_scale))
         self.num_rows += count
         return torch.arange(start, start + count, device=self.device)
 
