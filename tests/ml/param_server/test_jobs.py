@@ -52,6 +52,17 @@ def _seen_ids(config: dict[str, Any], steps: int) -> torch.Tensor:
     return log.ids(torch.arange(count)).unique()
 
 
+class _StopAfter:
+    """A stop signal that the platform raises after the rank has asked ``calls`` times."""
+
+    def __init__(self, calls: int) -> None:
+        self.calls = calls
+
+    def is_set(self) -> bool:
+        self.calls -= 1
+        return self.calls < 0
+
+
 def _jobs(comm: Communicator, jobs: list[tuple[dict[str, Any], str | None, str | None]]) -> Any:
     """Run param_server jobs one after the other in this world.
 
@@ -68,8 +79,10 @@ def _jobs(comm: Communicator, jobs: list[tuple[dict[str, Any], str | None, str |
     entry = getattr(importlib.import_module(module), func)
     outcomes = []
     for config, checkpoint_dir, resume_from in jobs:
-        dataset = config.get("dataset")
-        cfg = spec.parse_config({k: v for k, v in config.items() if k != "dataset"})
+        dataset, stop_after = config.get("dataset"), config.get("stop_after")
+        cfg = spec.parse_config(
+            {k: v for k, v in config.items() if k not in ("dataset", "stop_after")}
+        )
         assignments = [
             {**a, "dataset": dataset} if a["role"] == "worker" else a for a in ASSIGNMENTS
         ]
@@ -84,6 +97,7 @@ def _jobs(comm: Communicator, jobs: list[tuple[dict[str, Any], str | None, str |
             config=cfg,
             comm=comm,
             reporter=reporter,
+            stop=_StopAfter(stop_after if stop_after is not None else 1 << 62),
             checkpoint_dir=Path(checkpoint_dir) if checkpoint_dir else None,
             resume_from=Path(resume_from) if resume_from else None,
         )
@@ -104,9 +118,10 @@ def test_sync_job_then_resume_dedup_async_and_eviction(tmp_path: Path) -> None:
         ({**BASE, "dataset": "generated:clicks?rows=3000&fields=3&ids=200"}, None, None),
         ({**BASE, "admission_count": 3}, str(tmp_path / "e"), None),
         ({**BASE, "eviction": "ttl", "ttl_steps": 1, "evict_every": 3}, None, None),
+        ({**BASE, "stop_after": 2}, str(tmp_path / "f"), None),
     ]
     outcomes = run_world(_jobs, 4, jobs)
-    full, resumed, undeduped, stale, evicting, from_dataset, admitting, expiring = zip(
+    full, resumed, undeduped, stale, evicting, from_dataset, admitting, expiring, stopped = zip(
         *outcomes, strict=True
     )
 
@@ -179,3 +194,8 @@ def test_sync_job_then_resume_dedup_async_and_eviction(tmp_path: Path) -> None:
         result, points = expiring[s]
         assert result["evicted_rows"] > 0
         assert result["live_rows"] < full[s][0]["live_rows"]
+
+    # a stop from the platform ends every rank after the same step, with a final export
+    assert [stopped[r][0]["steps"] for r in range(4)] == [3, 3, 3, 3]
+    for s in SERVERS:
+        assert _final(tmp_path / "f", 3, s)["ids"].numel() == stopped[s][0]["live_rows"]
