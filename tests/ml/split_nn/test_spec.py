@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 from pydantic import ValidationError
 
@@ -72,3 +74,8 @@ def test_config_rejects_what_cannot_run() -> None:
     with pytest.raises(PlanError) as err:
         SPEC.make_plan(_assign("feature", "label"), SplitNNConfig(batch_size=2, micro_batches=4))
     assert err.value.code == "micro_batches"
+
+
+def test_entry_point_resolves_to_the_rank_function() -> None:
+    module, _, func = SPEC.entry_point.partition(":")
+    assert callable(getattr(importlib.import_module(module), func))

@@ -25,9 +25,10 @@ from tessera_ml.algorithms.split_nn.models import (
     output_width,
     top_model,
 )
-from tessera_ml.algorithms.split_nn.party_data import PartyData, Rows, Task, load_party
+from tessera_ml.algorithms.split_nn.party_data import PartyData, Rows, load_party
 from tessera_ml.algorithms.split_nn.schedule import batch_rows
 from tessera_ml.algorithms.split_nn.spec import SPEC, SplitNNConfig
+from tessera_ml.data.tabular import Task
 from tessera_ml.spec import Assignment
 
 

@@ -33,9 +33,9 @@ from tessera_ml.algorithms.split_nn.models import (
     make_optimizer,
     output_width,
 )
-from tessera_ml.algorithms.split_nn.party_data import Task
 from tessera_ml.algorithms.split_nn.spec import SplitNNConfig
 from tessera_ml.comm.base import Communicator
+from tessera_ml.data.tabular import Task
 
 ModelFactory = Callable[[int], nn.Module]
 """Builds a model from its input width (known once the cut shapes are agreed)."""

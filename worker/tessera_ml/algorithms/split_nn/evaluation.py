@@ -6,7 +6,7 @@ import torch
 from sklearn.metrics import roc_auc_score
 
 from tessera_ml.algorithms.split_nn.models import loss_sum
-from tessera_ml.algorithms.split_nn.party_data import Task
+from tessera_ml.data.tabular import Task
 
 
 def metrics(logits: torch.Tensor, y: torch.Tensor, task: Task) -> dict[str, float]:

@@ -7,16 +7,16 @@ network, so the distributed run and the centralised reference start from identic
 from __future__ import annotations
 
 import hashlib
-import importlib
-import itertools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from tessera_ml.algorithms.split_nn.party_data import Task
 from tessera_ml.algorithms.split_nn.spec import ModelSpec, SplitNNConfig
+from tessera_ml.data.tabular import Task
+from tessera_ml.models import zoo
+from tessera_ml.models.spec import CustomSpec, MLPSpec
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
@@ -27,24 +27,15 @@ def derived_seed(seed: int, *parts: object) -> int:
 
 
 def _mlp(spec: ModelSpec, in_features: int, out: int, final_activation: bool) -> nn.Module:
-    act: Callable[[], nn.Module] = nn.ReLU if spec.activation == "relu" else nn.Tanh
-    widths = [in_features, *spec.hidden, out]
-    layers: list[nn.Module] = []
-    for i, (a, b) in enumerate(itertools.pairwise(widths)):
-        layers.append(nn.Linear(a, b))
-        if i < len(widths) - 2 or final_activation:
-            layers.append(act())
-    return nn.Sequential(*layers)
+    layers = zoo.mlp(MLPSpec(hidden=spec.hidden, activation=spec.activation), in_features, out)
+    if final_activation:
+        layers.append(nn.ReLU() if spec.activation == "relu" else nn.Tanh())
+    return layers
 
 
-def _custom(spec: ModelSpec, in_features: int) -> nn.Module:
+def _custom(spec: ModelSpec, in_features: int, out: int | None) -> nn.Module:
     assert spec.factory is not None
-    module_name, _, attr = spec.factory.partition(":")
-    factory = getattr(importlib.import_module(module_name), attr)
-    model = factory(in_features, **spec.kwargs)
-    if not isinstance(model, nn.Module):
-        raise ValueError(f"{spec.factory} returned {type(model).__name__}, not a torch module")
-    return model
+    return zoo.custom_model(CustomSpec(target=spec.factory, kwargs=spec.kwargs), in_features, out)
 
 
 def build_model(
@@ -59,7 +50,7 @@ def build_model(
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         if spec.kind == "custom":
-            model = _custom(spec, in_features)
+            model = _custom(spec, in_features, out)
         else:
             width = out if out is not None else spec.out
             assert width is not None

@@ -56,7 +56,9 @@ class Local:
 def load_and_align(ctx: RankContext, cfg: SplitNNConfig, topo: Topology) -> Local:
     if topo.role == "middle":
         return Local(align_as_middle(ctx.comm, topo.label_rank))
-    data = load_party(ctx.slot.dataset or cfg.dataset, topo.role, ctx.party, ctx.slot.options)
+    data = load_party(
+        ctx.slot.dataset or cfg.dataset, topo.role, ctx.party, ctx.slot.options, ctx.data_root
+    )
     if topo.role == "label":
         al = align_as_label(
             ctx.comm, data.train.ids, data.test.ids, list(topo.feature_ranks), topo.middle_rank

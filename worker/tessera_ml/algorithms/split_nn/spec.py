@@ -43,8 +43,9 @@ class ModelSpec(BaseModel):
     )
     factory: str | None = Field(
         default=None,
-        description="For kind=custom: 'module:callable' called as factory(in_features, **kwargs) "
-        "and returning a torch module",
+        description="For kind=custom: 'module:callable' installed on the worker, called with "
+        "kwargs (plus in_features and out_features when its signature names them), returning "
+        "a torch module",
     )
     kwargs: dict[str, Any] = Field(
         default_factory=dict, description="For kind=custom: keyword arguments of the factory"
