@@ -28,8 +28,8 @@ class Run:
 
 def train_both(mode: str, steps: int, batch: int = 32, hidden: int = 16, lr: float = 0.5) -> Run:
     prec = Precision.of(mode, 12, 20)
-    feats = data.features("digits", 0)
-    labels, classes = data.labels("digits", 0)
+    feats = data.features("sklearn:digits")
+    labels, classes = data.labels("sklearn:digits")
     x = feats.train[: steps * batch]
     onehot = torch.nn.functional.one_hot(labels.train[: steps * batch], classes).double()
     params = init_params([x.shape[1], hidden, classes], True, 0)

@@ -36,8 +36,8 @@ def test_training_job_with_every_role_reveals_the_model_to_the_named_party() -> 
     assert 0.0 <= by_role["labels"].result["test_accuracy"] <= 1.0
 
     # the revealed model is the plaintext reference's, up to fixed-point error
-    feats = data.features("digits", 0)
-    labels, classes = data.labels("digits", 0)
+    feats = data.features("sklearn:digits")
+    labels, classes = data.labels("sklearn:digits")
     ref = PlainMlp(init_params([64, 8, classes], True, 0), True)
     onehot = torch.nn.functional.one_hot(labels.train, classes).double()
     for idx in data.batches(feats.train.shape[0], 32, 0, 0)[:3]:

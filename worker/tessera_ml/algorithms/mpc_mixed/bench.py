@@ -33,7 +33,7 @@ def _config(args: BenchArgs, mode: str) -> dict[str, Any]:
     extra = args.extra
     cfg: dict[str, Any] = {
         "mode": mode,
-        "epochs": int(extra.get("epochs", 2 if args.quick else 8)),
+        "epochs": int(extra.get("epochs", 1 if args.quick else 8)),
         "batch_size": int(extra.get("batch_size", 64)),
         "learning_rate": float(extra.get("learning_rate", 0.5)),
         "hidden": [int(h) for h in extra.get("hidden", "64").split(",")],
@@ -49,8 +49,9 @@ def _config(args: BenchArgs, mode: str) -> dict[str, Any]:
 
 def plaintext_accuracy(cfg: dict[str, Any]) -> float:
     """Float64 training with the same initialisation, batches, softmax form and updates."""
-    x = data.features(cfg["dataset"], cfg["seed"])
-    y, classes = data.labels(cfg["dataset"], cfg["seed"])
+    ref = data.dataset_ref(None, cfg["dataset"])
+    x = data.features(ref)
+    y, classes = data.labels(ref)
     sizes = [x.train.shape[1], *cfg["hidden"], classes]
     model = PlainMlp(init_params(sizes, True, cfg["seed"]), batch_norm=True)
     onehot = torch.nn.functional.one_hot(y.train, classes).to(torch.float64)

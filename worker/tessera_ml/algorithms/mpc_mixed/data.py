@@ -1,14 +1,18 @@
-"""Party-local data for the features and labels parties: scikit-learn's bundled sets, split into
-train and test rows by the job seed (both parties derive the same split), features scaled to
-[0, 1] with training-set statistics so fixed point keeps its precision."""
+"""Party-local data for the features and labels parties, through ``tessera_ml.data.resolve``.
+
+Both parties resolve the same reference, so they hold the same rows in the same order (the split
+is fixed by the reference's ``split_seed``). Features are scaled to [0, 1] with training-set
+minima and maxima, which keeps fixed-point products small and precise.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
-DATASETS = ("digits", "breast_cancer", "wine")
+from tessera_ml.data import parse_ref, resolve
 
 
 @dataclass(frozen=True)
@@ -17,49 +21,34 @@ class Split:
     test: torch.Tensor
 
 
-def _load(name: str) -> tuple[torch.Tensor, torch.Tensor]:
-    from sklearn import datasets
-
-    loaders = {
-        "digits": datasets.load_digits,
-        "breast_cancer": datasets.load_breast_cancer,
-        "wine": datasets.load_wine,
-    }
-    if name not in loaders:
-        raise ValueError(f"unknown dataset {name!r} (known: {', '.join(DATASETS)})")
-    bunch = loaders[name]()
-    x = torch.tensor(bunch.data, dtype=torch.float64)
-    y = torch.tensor(bunch.target, dtype=torch.int64)
-    return x, y
+def dataset_ref(slot_ref: str | None, default: str) -> str:
+    """The party's own reference, else the job's; bare names mean the bundled sets."""
+    ref = slot_ref or default
+    return ref if ":" in ref else f"sklearn:{ref}"
 
 
-def _order(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
-    cut = n - n // 5
-    return perm[:cut], perm[cut:]
+def _unscaled(ref: str) -> str:
+    parsed = parse_ref(ref)
+    if parsed.option("standardize") is not None:
+        return ref
+    return f"{ref}{'&' if '?' in ref else '?'}standardize=0"
 
 
-def dataset_name(ref: str | None, default: str) -> str:
-    if ref is None:
-        return default
-    return ref.removeprefix("sklearn:")
-
-
-def features(name: str, seed: int) -> Split:
+def features(ref: str, data_root: Path | None = None) -> Split:
     """The features party's rows, scaled to [0, 1]."""
-    x, _ = _load(name)
-    train_idx, test_idx = _order(x.shape[0], seed)
-    lo = x[train_idx].min(0).values
-    span = (x[train_idx].max(0).values - lo).clamp(min=1e-9)
-    scaled = ((x - lo) / span).clamp(0.0, 1.0)
-    return Split(scaled[train_idx], scaled[test_idx])
+    ds = resolve(_unscaled(ref), data_root)
+    train, test = ds.train.x.to(torch.float64), ds.test.x.to(torch.float64)
+    lo = train.min(0).values
+    span = (train.max(0).values - lo).clamp(min=1e-9)
+    return Split(((train - lo) / span).clamp(0, 1), ((test - lo) / span).clamp(0, 1))
 
 
-def labels(name: str, seed: int) -> tuple[Split, int]:
+def labels(ref: str, data_root: Path | None = None) -> tuple[Split, int]:
     """The labels party's class indices and the number of classes."""
-    x, y = _load(name)
-    train_idx, test_idx = _order(x.shape[0], seed)
-    return Split(y[train_idx], y[test_idx]), int(y.max().item()) + 1
+    ds = resolve(_unscaled(ref), data_root)
+    if ds.task != "classification" or ds.train.y is None or ds.test.y is None:
+        raise ValueError(f"{ref} is not a multi-class classification set")
+    return Split(ds.train.y.to(torch.int64), ds.test.y.to(torch.int64)), ds.num_classes
 
 
 def batches(n: int, batch_size: int, epoch: int, seed: int) -> list[torch.Tensor]:

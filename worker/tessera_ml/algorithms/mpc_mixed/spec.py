@@ -36,7 +36,7 @@ class MpcMixedConfig(AlgorithmConfig):
     )
     dataset: str = Field(
         default="digits",
-        description="Bundled dataset when the features and labels parties name none",
+        description="Dataset reference (e.g. sklearn:digits) when the data parties name none",
     )
     model: Literal["mlp"] = Field(default="mlp", description="Network family")
     hidden: list[int] = Field(

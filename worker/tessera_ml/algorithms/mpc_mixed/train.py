@@ -8,6 +8,7 @@ reports, since it owns the labels those are measured against.
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -99,7 +100,7 @@ def _send_shares(ctx: RankContext, roles: Roles, x: torch.Tensor, ring: Ring) ->
 def _features(ctx: RankContext, roles: Roles) -> dict[str, Any]:
     cfg = _config(ctx)
     prec = _precision(cfg)
-    split = data.features(data.dataset_name(ctx.slot.dataset, cfg.dataset), cfg.seed)
+    split = data.features(data.dataset_ref(ctx.slot.dataset, cfg.dataset), ctx.data_root)
     meta = {"n_train": split.train.shape[0], "n_test": split.test.shape[0]}
     meta["n_features"] = split.train.shape[1]
     for r in roles.compute:
@@ -114,7 +115,8 @@ def _features(ctx: RankContext, roles: Roles) -> dict[str, Any]:
 def _labels(ctx: RankContext, roles: Roles) -> dict[str, Any]:
     cfg = _config(ctx)
     prec = _precision(cfg)
-    split, classes = data.labels(data.dataset_name(ctx.slot.dataset, cfg.dataset), cfg.seed)
+    ref = data.dataset_ref(ctx.slot.dataset, cfg.dataset)
+    split, classes = data.labels(ref, ctx.data_root)
     for r in roles.compute:
         ctx.comm.send_object({"classes": classes}, r)
     onehot = torch.nn.functional.one_hot(split.train, classes).to(torch.float64)
@@ -318,10 +320,13 @@ def _evaluate(
 
 
 def _summary(steps: list[dict[str, float]], cfg: MpcMixedConfig) -> dict[str, Any]:
-    """Per-step means over the steady state (the first step records the dealer schedule)."""
+    """Per-step numbers over the steady state (the first step records the dealer schedule):
+    medians of times, means of traffic."""
     steady = steps[1:] if len(steps) > 1 else steps
     out: dict[str, Any] = {"steps": len(steps), "mode": cfg.mode}
-    for key in ("step_time_s", "offline_time_s", "online_bytes", "online_rounds"):
+    for key in ("step_time_s", "offline_time_s"):
+        out[key] = statistics.median(s[key] for s in steady) if steady else float("nan")
+    for key in ("online_bytes", "online_rounds"):
         out[key] = sum(s[key] for s in steady) / max(len(steady), 1)
     if len(steps) > 1:
         out["offline_bytes"] = (steps[-1]["offline_bytes"] - steps[0]["offline_bytes"]) / (
