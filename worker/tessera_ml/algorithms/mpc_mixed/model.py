@@ -15,6 +15,7 @@ import torch
 
 from tessera_ml.algorithms.mpc_mixed.functions import softmax
 from tessera_ml.algorithms.mpc_mixed.layers import (
+    NormCache,
     linear_backward,
     linear_forward,
     norm_backward,
@@ -71,9 +72,8 @@ class SharedMlp:
 
 @dataclass
 class _HiddenCache:
-    x_back: torch.Tensor
     relu: SharedBit
-    norm: object | None
+    norm: NormCache | None
 
 
 def _hidden_forward(
@@ -82,16 +82,16 @@ def _hidden_forward(
     model: SharedMlp,
     i: int,
     h: torch.Tensor,
-    w_fwd: torch.Tensor,
+    fwd: dict[str, torch.Tensor],
     training: bool,
-) -> tuple[torch.Tensor, SharedBit, object | None]:
+) -> tuple[torch.Tensor, SharedBit, NormCache | None]:
     f = prec.forward
     p = model.params
     if not model.has_norm(i):
-        z = linear_forward(eng, h, w_fwd, _to_fwd(eng, prec, p[f"b{i}"]), f)
+        z = linear_forward(eng, h, fwd[f"w{i}"], fwd[f"b{i}"], f)
         out, bit = eng.relu(z, f, prec.backward if training else None)
         return out, bit, None
-    z = linear_forward(eng, h, w_fwd, None, f)
+    z = linear_forward(eng, h, fwd[f"w{i}"], None, f)
     n = prec.norm
     z_norm = prec.to_backward(eng, z)
     cache = None
@@ -106,19 +106,22 @@ def _hidden_forward(
     return out, bit, cache
 
 
-def _to_fwd(eng: Engine, prec: Precision, v: torch.Tensor) -> torch.Tensor:
-    return prec.weights_to_forward(eng, v)
+def _forward_weights(eng: Engine, prec: Precision, model: SharedMlp) -> dict[str, torch.Tensor]:
+    """Weights and biases of the linear layers, shifted and reduced to the forward ring together
+    (one round)."""
+    names = [k for k in model.params if k.startswith(("w", "b")) and not k.startswith("beta")]
+    converted = prec.weights_to_forward_many(eng, [model.params[k] for k in names])
+    return dict(zip(names, converted, strict=True))
 
 
 def forward(eng: Engine, prec: Precision, model: SharedMlp, x_fwd: torch.Tensor) -> torch.Tensor:
     """Evaluation forward pass: the softmax output in the forward ring."""
+    fwd = _forward_weights(eng, prec, model)
     h = x_fwd
     for i in range(model.layers - 1):
-        w = _to_fwd(eng, prec, model.params[f"w{i}"])
-        h, _, _ = _hidden_forward(eng, prec, model, i, h, w, training=False)
+        h, _, _ = _hidden_forward(eng, prec, model, i, h, fwd, training=False)
     last = model.layers - 1
-    w = _to_fwd(eng, prec, model.params[f"w{last}"])
-    logits = linear_forward(eng, h, w, _to_fwd(eng, prec, model.params[f"b{last}"]), prec.forward)
+    logits = linear_forward(eng, h, fwd[f"w{last}"], fwd[f"b{last}"], prec.forward)
     return softmax(eng, logits, prec.forward)
 
 
@@ -135,32 +138,33 @@ def train_step(
     f, b = prec.forward, prec.backward
     p = model.params
     last = model.layers - 1
-    # all weights first: the conversions of one step share rounds in spirit, and the forward
-    # ring copies never outlive the step
-    w_fwd = [_to_fwd(eng, prec, p[f"w{i}"]) for i in range(model.layers)]
+    fwd = _forward_weights(eng, prec, model)
     caches: list[_HiddenCache] = []
-    h, h_back = x_fwd, x_back
+    outputs: list[torch.Tensor] = []
+    h = x_fwd
     for i in range(last):
-        out, bit, norm = _hidden_forward(eng, prec, model, i, h, w_fwd[i], training=True)
-        caches.append(_HiddenCache(h_back, bit, norm))
+        out, bit, norm = _hidden_forward(eng, prec, model, i, h, fwd, training=True)
+        caches.append(_HiddenCache(bit, norm))
+        outputs.append(out)
         h = out
-        h_back = prec.to_backward(eng, out)
-    logits = linear_forward(eng, h, w_fwd[last], _to_fwd(eng, prec, p[f"b{last}"]), f)
+    logits = linear_forward(eng, h, fwd[f"w{last}"], fwd[f"b{last}"], f)
     probs = softmax(eng, logits, f)
-    probs_back = prec.to_backward(eng, probs)
+    # every layer output the backward pass needs, extended to the second ring in one round
+    *hidden_back, probs_back = prec.to_backward_many(eng, [*outputs, probs])
+    inputs_back = [x_back, *hidden_back]
 
     batch = x_fwd.shape[0]
     dz = eng.mul_public(probs_back - y_back, lr / batch, b)
     grads: dict[str, torch.Tensor] = {}
-    dw, db, dh = linear_backward(eng, h_back, p[f"w{last}"], dz, b, need_dx=last > 0)
+    dw, db, dh = linear_backward(eng, inputs_back[last], p[f"w{last}"], dz, b, need_dx=last > 0)
     grads[f"w{last}"], grads[f"b{last}"] = dw, db
     for i in reversed(range(last)):
         cache = caches[i]
         assert dh is not None
         dy = eng.mul_bit(dh, cache.relu)
         if cache.norm is not None:
-            grads[f"gamma{i}"], grads[f"beta{i}"], dy = norm_backward(eng, dy, cache.norm, b)  # type: ignore[arg-type]
-        dw, db, dh = linear_backward(eng, cache.x_back, p[f"w{i}"], dy, b, need_dx=i > 0)
+            grads[f"gamma{i}"], grads[f"beta{i}"], dy = norm_backward(eng, dy, cache.norm, b)
+        dw, db, dh = linear_backward(eng, inputs_back[i], p[f"w{i}"], dy, b, need_dx=i > 0)
         grads[f"w{i}"] = dw
         if not model.has_norm(i):
             grads[f"b{i}"] = db

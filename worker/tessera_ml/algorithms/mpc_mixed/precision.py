@@ -55,7 +55,31 @@ class Precision:
             return x
         return eng.shift_left(eng.extend(x), self.backward.frac - self.forward.frac)
 
+    def weights_to_forward_many(self, eng: Engine, ws: list[torch.Tensor]) -> list[torch.Tensor]:
+        """``weights_to_forward`` of several tensors in one round."""
+        if not self.split or not ws:
+            return ws
+        return _unflatten(self.weights_to_forward(eng, _flatten(ws)), ws)
+
+    def to_backward_many(self, eng: Engine, xs: list[torch.Tensor]) -> list[torch.Tensor]:
+        """``to_backward`` of several tensors in one round."""
+        if not self.split or not xs:
+            return xs
+        return _unflatten(self.to_backward(eng, _flatten(xs)), xs)
+
     def norm_to_forward(self, eng: Engine, y: torch.Tensor, frac: int) -> torch.Tensor:
         """A value at ``frac`` fractional bits in the norm ring -> forward ring at p1."""
         out = eng.trunc(y, frac - self.forward.frac, self.norm)
         return eng.reduce(out) if self.split else out
+
+
+def _flatten(ts: list[torch.Tensor]) -> torch.Tensor:
+    return torch.cat([t.reshape(-1) for t in ts])
+
+
+def _unflatten(flat: torch.Tensor, like: list[torch.Tensor]) -> list[torch.Tensor]:
+    out, offset = [], 0
+    for t in like:
+        out.append(flat[offset : offset + t.numel()].reshape(t.shape))
+        offset += t.numel()
+    return out
