@@ -67,12 +67,42 @@ JOBS = {
 }
 
 
+RESUMABLE = {**SMALL, "steps": 20, "checkpoint_every": 10, "stop_check_every": 5}
+
+
 @pytest.fixture(scope="module")
-def outcomes() -> dict[str, list[dict[str, Any]]]:
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
     torch.set_num_threads(1)
-    names = list(JOBS)
-    per_rank = run_world(run_jobs, 3, [JOBS[n] for n in names], timeout_s=180)
+    ckpt = tmp_path_factory.mktemp("split_nn")
+    jobs = {
+        **JOBS,
+        "checkpointed": Job(TWO_FEATURES, RESUMABLE, checkpoint_dir=str(ckpt / "a")),
+        "resumed": Job(
+            TWO_FEATURES,
+            RESUMABLE,
+            checkpoint_dir=str(ckpt / "b"),
+            resume_from=str(ckpt / "a" / "step-000000010"),
+        ),
+        "cancelled": Job(TWO_FEATURES, RESUMABLE, stop_on_rank=1),
+    }
+    names = list(jobs)
+    per_rank = run_world(run_jobs, 3, [jobs[n] for n in names], timeout_s=180)
     return {n: [per_rank[r][i] for r in range(3)] for i, n in enumerate(names)}
+
+
+def test_a_resumed_job_ends_where_the_uninterrupted_one_does(
+    outcomes: dict[str, list[dict[str, Any]]],
+) -> None:
+    for full, resumed in zip(outcomes["checkpointed"], outcomes["resumed"], strict=True):
+        assert resumed["train_steps"] == 10
+        for k, v in full["parameters"].items():
+            assert np.array_equal(v, resumed["parameters"][k]), k
+
+
+def test_a_stop_seen_by_one_rank_stops_every_rank_at_the_same_step(
+    outcomes: dict[str, list[dict[str, Any]]],
+) -> None:
+    assert [o["steps"] for o in outcomes["cancelled"]] == [0, 0, 0]
 
 
 @pytest.mark.parametrize("name", ["chain", "two_concat"])

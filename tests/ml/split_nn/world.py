@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -77,6 +79,10 @@ class RecordingCommunicator(Communicator):
 class Job:
     assignments: list[dict[str, Any]]
     config: dict[str, Any]
+    checkpoint_dir: str | None = None
+    resume_from: str | None = None
+    stop_on_rank: int | None = None
+    """This rank's stop signal is set before the job starts (a cancellation seen by one rank)."""
 
 
 def run_jobs(comm: Communicator, jobs: list[Job]) -> list[dict[str, Any]]:
@@ -89,6 +95,9 @@ def run_jobs(comm: Communicator, jobs: list[Job]) -> list[dict[str, Any]]:
         plan = spec.make_plan([Assignment.model_validate(a) for a in job.assignments], cfg)
         recorder = RecordingCommunicator(comm)
         reporter = MemoryReporter()
+        stop = threading.Event()
+        if job.stop_on_rank == comm.rank:
+            stop.set()
         comm.stats.reset()
         ctx = RankContext(
             rank=comm.rank,
@@ -98,6 +107,9 @@ def run_jobs(comm: Communicator, jobs: list[Job]) -> list[dict[str, Any]]:
             config=cfg,
             comm=recorder,
             reporter=reporter,
+            stop=stop,
+            checkpoint_dir=Path(job.checkpoint_dir) if job.checkpoint_dir else None,
+            resume_from=Path(job.resume_from) if job.resume_from else None,
         )
         t0 = time.perf_counter()
         result = run(ctx)
