@@ -155,8 +155,8 @@ class DynamicTable:
         out = torch.full(keys.shape, _EMPTY, dtype=torch.int64, device=self.device)
         free_slot = torch.full(keys.shape, _EMPTY, dtype=torch.int64, device=self.device)
         pos = self._home(keys)
-        pending = torch.arange(keys.numel(), device=self.device)
-        width = 1
+        pending = self._first_probe(keys, pos, out, free_slot)
+        width = 4
         while pending.numel():
             window = self._window(pos[pending], width)
             row = self.index[window].to(torch.int64)
@@ -176,6 +176,21 @@ class DynamicTable:
             pos[pending] = pos[pending] + width
             width = min(width * 4, _MAX_WINDOW)
         return out, free_slot
+
+    def _first_probe(
+        self, keys: torch.Tensor, pos: torch.Tensor, out: torch.Tensor, free_slot: torch.Tensor
+    ) -> torch.Tensor:
+        """The home slot of every id, the round that settles most of them; returns the rest."""
+        row = self.index[pos].to(torch.int64)
+        occupied = row >= 0
+        seen = occupied.nonzero().squeeze(1)
+        hit = self.ids.gather(row[seen]) == keys[seen]
+        out[seen[hit]] = row[seen[hit]]
+        empty = (~occupied).nonzero().squeeze(1)
+        free_slot[empty] = pos[empty]
+        pending = seen[~hit]
+        pos[pending] = pos[pending] + 1
+        return pending
 
     def find(self, unique_ids: torch.Tensor) -> torch.Tensor:
         """Row of each (unique) id, -1 where absent."""

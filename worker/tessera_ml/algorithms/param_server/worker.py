@@ -219,7 +219,7 @@ def run_worker(ctx: RankContext, servers: list[int], group: Group) -> dict[str, 
         if config.eval_every and step % config.eval_every == 0 and step < config.steps:
             evaluation = worker.evaluate(step)
             if lead:
-                values |= {k: v for k, v in evaluation.items() if k != "ground_truth_auc"}
+                values |= evaluation
         ctx.reporter.metrics(step - 1, values)
         ctx.reporter.progress(step, config.steps)
         if config.checkpoint_every and step % config.checkpoint_every == 0:
@@ -232,8 +232,7 @@ def run_worker(ctx: RankContext, servers: list[int], group: Group) -> dict[str, 
     if config.eval_samples >= group.size or ctx.slot.dataset is not None:
         evaluation = worker.evaluate(step)
         if lead and evaluation:
-            metrics = {k: v for k, v in evaluation.items() if k != "ground_truth_auc"}
-            ctx.reporter.metrics(step, metrics)
+            ctx.reporter.metrics(step, evaluation)
     for server in servers:
         for w in send_request(ctx.comm, server, Header(Kind.STOP, step, 0), None):
             w.wait()
