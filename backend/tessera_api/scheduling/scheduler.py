@@ -176,14 +176,17 @@ class Scheduler:
             job = session.get(Job, attempt.job_id)
             assert job is not None
             stopping = JobStatus(job.status) is JobStatus.cancelling
-            report_task_status(
-                session,
-                task=task,
-                status=TaskStatus.cancelled if stopping else TaskStatus.failed,
-                reason=f"worker {worker.hostname} went offline",
-                exit_code=None,
-                rank=None,
-            )
+            try:
+                report_task_status(
+                    session,
+                    task=task,
+                    status=TaskStatus.cancelled if stopping else TaskStatus.failed,
+                    reason=f"worker {worker.hostname} went offline",
+                    exit_code=None,
+                    rank=None,
+                )
+            except ApiError as exc:  # the task ended meanwhile
+                log.info("task %s not failed: %s", task.id, exc.detail)
 
     def _send(self, outgoing: list[Outgoing]) -> None:
         """Publish each message; one the broker refused is tried again on the next pass."""

@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from tessera_api.errors import conflict, invalid, not_found
@@ -53,7 +53,22 @@ def current_attempt(job: Job) -> Attempt:
     return job.attempts[-1]
 
 
-def load_job(session: Session, *, job_id: str) -> Job:
+def lock_job(session: Session, *, job_id: str) -> Job:
+    """The job, locked until the transaction ends, with everything in the session read afresh.
+
+    Every status change of a job, its attempts and its tasks is made under this lock, so the
+    scheduler and concurrent requests (two parties' tasks finishing at once, a cancel while the
+    job is being placed) see each other's changes instead of overwriting them. The lock is an
+    UPDATE that changes nothing: a row lock on PostgreSQL, the database's write lock on SQLite.
+    """
+    session.flush()
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id)
+        .values(status=Job.status)
+        .execution_options(synchronize_session=False)
+    )
+    session.expire_all()
     job = session.get(Job, job_id)
     if job is None:
         raise not_found("job", job_id)
@@ -62,7 +77,7 @@ def load_job(session: Session, *, job_id: str) -> Job:
 
 def queue_job(session: Session, *, job_id: str, reason: str = "waiting for placement") -> Job:
     """pending → queued, with its current attempt."""
-    job = load_job(session, job_id=job_id)
+    job = lock_job(session, job_id=job_id)
     move_job(session, job=job, to=JobStatus.queued, reason=reason)
     move_attempt(session, attempt=current_attempt(job), to=AttemptStatus.queued)
     session.flush()
@@ -71,7 +86,10 @@ def queue_job(session: Session, *, job_id: str, reason: str = "waiting for place
 
 def set_queued_reason(session: Session, *, job_id: str, reason: str) -> None:
     """Say why a queued job is still waiting (e.g. ``waiting for a worker of party bob``)."""
-    job = load_job(session, job_id=job_id)
+    known = session.get(Job, job_id)
+    if known is not None and (known.status, known.status_reason) == (JobStatus.queued, reason):
+        return
+    job = lock_job(session, job_id=job_id)
     if JobStatus(job.status) is not JobStatus.queued:
         raise conflict("illegal_transition", f"job {job_id} is {job.status}, not queued")
     if job.status_reason != reason:
@@ -95,7 +113,7 @@ def queued_jobs(session: Session, *, limit: int = 100) -> list[Job]:
 
 def fail_queued(session: Session, *, job_id: str, code: str, reason: str) -> Job:
     """A queued job that can never be placed fails with its attempt (e.g. no such device)."""
-    job = load_job(session, job_id=job_id)
+    job = lock_job(session, job_id=job_id)
     if JobStatus(job.status) is not JobStatus.queued:
         raise conflict("illegal_transition", f"job {job_id} is {job.status}, not queued")
     attempt = current_attempt(job)
@@ -109,7 +127,7 @@ def fail_queued(session: Session, *, job_id: str, code: str, reason: str) -> Job
 
 def start_attempt(session: Session, *, job_id: str, placements: Sequence[Placement]) -> Attempt:
     """Create one task per placement and move the queued job and its attempt to running."""
-    job = load_job(session, job_id=job_id)
+    job = lock_job(session, job_id=job_id)
     if JobStatus(job.status) is not JobStatus.queued:
         raise conflict("illegal_transition", f"job {job_id} is {job.status}; it cannot start")
     attempt = current_attempt(job)
@@ -172,7 +190,7 @@ def report_task_status(
 ) -> Task:
     """A worker's report about one task, with its consequences for the attempt and the job."""
     attempt = task.attempt
-    job = load_job(session, job_id=attempt.job_id)
+    job = lock_job(session, job_id=attempt.job_id)
     text = reason or (f"exit code {exit_code}" if exit_code is not None else status.value)
     if not move_task(session, task=task, job_id=job.id, to=status, reason=text):
         return task
@@ -238,6 +256,7 @@ def _settle_cancel(session: Session, *, job: Job, attempt: Attempt) -> None:
 
 def cancel_job(session: Session, *, job: Job) -> Job:
     """pending/queued → cancelled; running → cancelling until its tasks stop (or at once)."""
+    job = lock_job(session, job_id=job.id)
     attempt = current_attempt(job)
     status = JobStatus(job.status)
     if status is JobStatus.cancelling:
@@ -257,6 +276,7 @@ def cancel_job(session: Session, *, job: Job) -> Job:
 
 def retry_job(session: Session, *, job: Job, step: int | None) -> Attempt:
     """A terminal job gets a fresh pending attempt, resuming from a checkpoint when there is one."""
+    job = lock_job(session, job_id=job.id)
     if JobStatus(job.status) not in JOB_TERMINAL:
         raise conflict(
             "illegal_transition", f"job {job.id} is {job.status}; only finished jobs can be retried"
