@@ -42,6 +42,8 @@ def stream_events(
 ) -> StreamingResponse:
     """Stream a job's status changes and metric summaries; ends when the job has finished."""
     jobs.get_job(session, job_id=job_id, caller=caller)
+    # the request's session lives as long as the stream: give its connection back now
+    session.close()
     cursor = last_event_id if last_event_id is not None else (after or 0)
     factory: sessionmaker[Session] = request.app.state.session_factory
     body = _events(factory, request, job_id=job_id, cursor=cursor, once=once, timeout_s=timeout_s)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -62,3 +63,19 @@ def test_stream_needs_a_role_in_the_job(client: TestClient) -> None:
     response = client.get(f"{API}/jobs/{job.id}/events?once=true", headers=stranger.auth)
     assert response.status_code == 403
     assert response.headers["content-type"].startswith("application/problem+json")
+
+
+def test_a_live_stream_holds_no_database_connection_between_polls(client: TestClient) -> None:
+    job = running_job(client)
+    app: Any = client.app
+    held = []
+    with client.stream("GET", f"{API}/jobs/{job.id}/events?timeout_s=1.5", headers=ADMIN) as r:
+        for _ in r.iter_lines():
+            held.append(app.state.engine.pool.checkedout())
+            if len(held) >= 3:
+                break
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            held.append(app.state.engine.pool.checkedout())
+            time.sleep(0.02)
+    assert min(held) == 0, held
