@@ -212,7 +212,7 @@ def report_task_status(
     elif status is TaskStatus.succeeded and _all_succeeded(job, attempt):
         move_attempt(session, attempt=attempt, to=AttemptStatus.succeeded)
         move_job(session, job=job, to=JobStatus.succeeded, reason="every task succeeded")
-    _settle_cancel(session, job=job, attempt=attempt)
+    _settle_cancel(session, job=job)
     session.flush()
     return task
 
@@ -243,10 +243,11 @@ def _ranks_text(ranks: list[int]) -> str:
     return f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {', '.join(map(str, ranks))}"
 
 
-def _settle_cancel(session: Session, *, job: Job, attempt: Attempt) -> None:
-    """A cancelling job becomes cancelled once none of its tasks runs any more."""
+def _settle_cancel(session: Session, *, job: Job) -> None:
+    """A cancelling job becomes cancelled once no task of its current attempt runs any more."""
     if JobStatus(job.status) is not JobStatus.cancelling:
         return
+    attempt = current_attempt(job)
     if any(TaskStatus(t.status) not in TASK_TERMINAL for t in attempt.tasks):
         return
     if AttemptStatus(attempt.status) not in ATTEMPT_TERMINAL:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi.testclient import TestClient
 
-from tests.backend.factories import API, get_job, report, running_job
+from tests.backend.factories import ADMIN, API, get_job, report, running_job, start
 
 
 def heartbeat(
@@ -98,6 +98,27 @@ def test_cancelling_waits_for_the_tasks_to_stop(client: TestClient) -> None:
     state = get_job(client, job.id)
     assert state["status"] == "cancelled"
     assert state["attempts"][0]["status"] == "cancelled"
+
+
+def test_a_late_report_of_a_previous_attempt_leaves_the_cancel_of_the_current_one(
+    client: TestClient,
+) -> None:
+    job = running_job(client)
+    report(client, job.alice, job.alice_task, status="failed", reason="boom", rank=0)
+    assert client.post(f"{API}/jobs/{job.id}/retry", headers=ADMIN).status_code == 200
+    start(
+        client,
+        job.id,
+        {job.alice.name: (job.alice_worker, [0]), job.bob.name: (job.bob_worker, [1])},
+    )
+    response = client.post(f"{API}/jobs/{job.id}/cancel", headers=ADMIN)
+    assert response.json()["status"] == "cancelling"
+
+    report(client, job.bob, job.bob_task, status="cancelled")
+
+    state = get_job(client, job.id)
+    assert state["status"] == "cancelling"
+    assert [a["status"] for a in state["attempts"]] == ["failed", "running"]
 
 
 def test_a_task_stopping_on_its_own_fails_the_job(client: TestClient) -> None:
