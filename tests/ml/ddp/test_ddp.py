@@ -82,6 +82,9 @@ def test_two_parties_train_like_one_process_and_resume_exactly(tmp_path: Path) -
     sent = first.series("bytes_sent.group.world")
     assert sent[1][1] - sent[0][1] == 3 * per_step  # one flat all-reduce per step
     assert len(first.checkpoints) == 2
+    progress = [m for level, m in first.lines if m.startswith("step ")]
+    assert [m.split(":")[0] for m in progress] == ["step 6/12", "step 12/12"]
+    assert f"accuracy {first.series('accuracy')[-1][1]:.4f}" in progress[-1]
 
     resumed = run_algorithm(
         "ddp",

@@ -172,7 +172,10 @@ def run(ctx: RankContext) -> dict[str, Any]:
         if (cfg.eval_interval and step % cfg.eval_interval == 0) or last:
             sync_buffers(comm, model, group)
             if ctx.rank == group.ranks[0]:
-                ctx.reporter.metrics(step, evaluate(model, data, criterion, ctx.device))
+                results = evaluate(model, data, criterion, ctx.device)
+                ctx.reporter.metrics(step, results)
+                shown = " ".join(f"{k} {v:.4f}" for k, v in results.items())
+                ctx.reporter.log(f"step {step}/{cfg.steps}: loss {loss_value:.4f} {shown}")
         if cfg.checkpoint_interval and (step % cfg.checkpoint_interval == 0 or last):
             _checkpoint(ctx, step, model, optimizer)
     if stopped and cfg.checkpoint_interval and step > start:
