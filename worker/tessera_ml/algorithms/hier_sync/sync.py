@@ -23,6 +23,7 @@ import torch
 
 from tessera_ml.algorithms.hier_sync import ring
 from tessera_ml.algorithms.hier_sync.flat import FlatParams
+from tessera_ml.algorithms.hier_sync.node_ops import NodeOps
 from tessera_ml.algorithms.hier_sync.slicing import piece_bounds
 from tessera_ml.algorithms.hier_sync.topology import Topology
 from tessera_ml.comm.base import Communicator
@@ -49,6 +50,7 @@ class HierSync:
         self.number = topology.locate(comm.rank)[1]
         self.world_size = topology.world_size
         self.align = align
+        self.node_ops = NodeOps(comm, topology)
         self.bounds = [piece_bounds(s, e, fractions, align) for s, e in flat.buckets]
         self.pieces = [(b[self.number], b[self.number + 1]) for b in self.bounds]
         self.views: list[torch.Tensor] = []
@@ -142,7 +144,7 @@ class HierSync:
     def assemble(self) -> None:
         """All-gather every device's parameter pieces within the node."""
         for bounds in self.bounds:
-            ring.all_gather(self.comm, self.node, self.flat.param, bounds)
+            self.node_ops.all_gather(self.flat.param, bounds)
 
     # checkpoints -------------------------------------------------------------------------
 
@@ -179,7 +181,7 @@ class HierSync:
         self._ready[bucket].set()
 
     def _reduce_in_node(self, bucket: int) -> None:
-        ring.reduce_scatter(self.comm, self.node, self.flat.grad, self.bounds[bucket])
+        self.node_ops.reduce_scatter(self.flat.grad, self.bounds[bucket])
 
     def _reduce_across_nodes(self, bucket: int) -> None:
         start, end = self.pieces[bucket]

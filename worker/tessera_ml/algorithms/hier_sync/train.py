@@ -75,10 +75,12 @@ class Trainer:
         stats = self.ctx.comm.stats
         node = set(self.sync.node)
         sent_to = dict(stats.sent_to)
+        native = sum(b for g, b in stats.group_sent.items() if g.startswith("intra_node."))
+        intra = sum(b for r, b in sent_to.items() if r in node) + native
         values: dict[str, float] = {
             "bytes_sent": float(stats.sent),
             "bytes_received": float(stats.received),
-            "bytes_sent.group.intra_node": float(sum(b for r, b in sent_to.items() if r in node)),
+            "bytes_sent.group.intra_node": float(intra),
             "bytes_sent.group.inter_node": float(
                 sum(b for r, b in sent_to.items() if r not in node)
             ),
