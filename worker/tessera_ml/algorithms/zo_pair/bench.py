@@ -157,6 +157,7 @@ def _zo_finetune(p: dict[str, Any], checkpoint: Path) -> dict[str, Any]:
             "eval_every": 0,
             "log_every": log_every,
         },
+        timeout_s=3600,
     )
     wall = time.perf_counter() - began
     first = outcomes[0]
@@ -184,7 +185,7 @@ def _speed(p: dict[str, Any]) -> dict[str, Any]:
         memory_micro_batch=p["memory_micro_batch"],
         timed_steps=p["timed_steps"],
     )
-    ranks = run_world(speed_world, 2, spec)
+    ranks = run_world(speed_world, 2, spec, timeout_s=1800)
     result = dict(ranks[0])
     result["step_time_s"] = max(r["step_time_s"] for r in ranks)
     result["step_cpu_time_s"] = max(r["step_cpu_time_s"] for r in ranks)
