@@ -60,10 +60,14 @@ def task_public(task: Task) -> TaskPublic:
     )
 
 
+def resume_point(attempt: Attempt) -> ResumePoint | None:
+    """The checkpoint an attempt resumes from, if any."""
+    if attempt.resume_step is None or attempt.resume_uri is None:
+        return None
+    return ResumePoint(step=attempt.resume_step, uri=attempt.resume_uri)
+
+
 def attempt_public(attempt: Attempt) -> AttemptPublic:
-    resume = None
-    if attempt.resume_step is not None and attempt.resume_uri is not None:
-        resume = ResumePoint(step=attempt.resume_step, uri=attempt.resume_uri)
     return AttemptPublic(
         number=attempt.number,
         status=attempt.status,
@@ -72,7 +76,7 @@ def attempt_public(attempt: Attempt) -> AttemptPublic:
         finished_at=attempt.finished_at,
         failure_code=attempt.failure_code,
         failure_reason=attempt.failure_reason,
-        resume_from=resume,
+        resume_from=resume_point(attempt),
         tasks=[task_public(t) for t in attempt.tasks],
     )
 

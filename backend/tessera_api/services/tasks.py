@@ -11,10 +11,10 @@ from tessera_api.schemas import (
     RankDevicePublic,
     Rendezvous,
     RendezvousIn,
-    ResumePoint,
 )
 from tessera_api.security import Caller
 from tessera_api.states import AttemptStatus
+from tessera_api.views import resume_point
 
 
 def get_task(session: Session, *, task_id: str, caller: Caller) -> Task:
@@ -43,9 +43,6 @@ def launch_description(session: Session, *, task: Task) -> LaunchDescription:
     rendezvous = None
     if attempt.rendezvous_host is not None and attempt.rendezvous_port is not None:
         rendezvous = Rendezvous(host=attempt.rendezvous_host, port=attempt.rendezvous_port)
-    resume = None
-    if attempt.resume_step is not None and attempt.resume_uri is not None:
-        resume = ResumePoint(step=attempt.resume_step, uri=attempt.resume_uri)
     return LaunchDescription(
         task_id=task.id,
         job_id=job.id,
@@ -57,7 +54,7 @@ def launch_description(session: Session, *, task: Task) -> LaunchDescription:
         ranks=[RankDevicePublic.model_validate(r) for r in task.ranks],
         backend="nccl" if all_cuda else "gloo",
         rendezvous=rendezvous,
-        resume_from=resume,
+        resume_from=resume_point(attempt),
         status=task.status,
     )
 
