@@ -26,6 +26,7 @@ from tessera_api.scheduling.placement import Waiting, WorkerView, place
 from tessera_api.services.lifecycle import (
     current_attempt,
     queue_job,
+    queued_jobs,
     report_task_status,
     set_queued_reason,
     start_attempt,
@@ -103,12 +104,7 @@ class Scheduler:
         """One pass: place queued jobs, fail work lost with its worker, settle cancels."""
         with self._lock, self._sessions() as session:
             outgoing: list[Outgoing] = []
-            queued = session.scalars(
-                select(Job)
-                .where(Job.status == JobStatus.queued.value)
-                .order_by(Job.priority.desc(), Job.created_at)
-            ).all()
-            for job in queued:
+            for job in queued_jobs(session):
                 outgoing += self._try_place(session, job)
             self._fail_lost_tasks(session)
             session.commit()
