@@ -15,6 +15,7 @@ from urllib.parse import urlparse
 
 import httpx
 
+from tessera_api.settings import default_home
 from tessera_worker import hardware, procs
 from tessera_worker.agent import Agent
 from tessera_worker.broker import EMBEDDED, celery_settings, redact
@@ -61,11 +62,6 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--rendezvous-timeout", type=float, default=120.0, help="seconds")
     p.add_argument("--collective-timeout", type=float, default=300.0, help="seconds")
     return p
-
-
-def default_home() -> Path:
-    home = Path("~").expanduser()
-    return home / ".tessera" if home.is_dir() else Path(".tessera").resolve()
 
 
 def route_address(api_url: str) -> str:
