@@ -37,6 +37,8 @@ def report_status(
 ) -> TaskPublic:
     """Report a task's status; a failure fails the attempt and the job."""
     task = tasks.get_task(session, task_id=task_id, caller=caller)
+    if status_in.rank is not None:
+        tasks.check_hosted(task, status_in.rank, ("body", "rank"))
     lifecycle.report_task_status(
         session,
         task=task,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from tessera_api.errors import conflict, forbidden, not_found
+from tessera_api.errors import Loc, conflict, forbidden, invalid, not_found
 from tessera_api.models import Job, Task
 from tessera_api.schemas import (
     LaunchDescription,
@@ -25,6 +25,16 @@ def get_task(session: Session, *, task_id: str, caller: Caller) -> Task:
     if not caller.is_admin and not caller.is_party(task.party_id):
         raise forbidden(f"{caller.name} may not act for task {task_id}")
     return task
+
+
+def hosted_ranks(task: Task) -> set[int]:
+    return {int(r["rank"]) for r in task.ranks}
+
+
+def check_hosted(task: Task, rank: int, loc: Loc) -> None:
+    """422 unless ``task`` hosts ``rank``: a task speaks only for its own ranks."""
+    if rank not in hosted_ranks(task):
+        raise invalid("rank_not_hosted", f"task {task.id} does not host rank {rank}", loc)
 
 
 def task_of_job(session: Session, *, job_id: str, task_id: str, caller: Caller) -> Task:
@@ -61,7 +71,7 @@ def launch_description(session: Session, *, task: Task) -> LaunchDescription:
 
 def set_rendezvous(session: Session, *, task: Task, rendezvous: RendezvousIn) -> None:
     """Only the task hosting rank 0 of a running attempt publishes where the world meets."""
-    if not any(int(r["rank"]) == 0 for r in task.ranks):
+    if 0 not in hosted_ranks(task):
         raise conflict("not_rank_zero", f"task {task.id} does not host rank 0")
     attempt = task.attempt
     if AttemptStatus(attempt.status) is not AttemptStatus.running:

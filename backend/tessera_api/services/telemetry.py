@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from sqlalchemy import insert, select
 from sqlalchemy.orm import Session
 
-from tessera_api.errors import invalid
 from tessera_api.models import (
     Attempt,
     Checkpoint,
@@ -20,21 +19,12 @@ from tessera_api.models import (
 )
 from tessera_api.schemas import CheckpointIn, LogLineIn, MetricPointIn
 from tessera_api.services.history import record_event
-
-
-def _hosted(task: Task) -> set[int]:
-    return {int(r["rank"]) for r in task.ranks}
+from tessera_api.services.tasks import check_hosted
 
 
 def _check_ranks(task: Task, ranks: Sequence[int], field: str) -> None:
-    hosted = _hosted(task)
     for i, rank in enumerate(ranks):
-        if rank not in hosted:
-            raise invalid(
-                "rank_not_hosted",
-                f"task {task.id} does not host rank {rank}",
-                ("body", field, i, "rank"),
-            )
+        check_hosted(task, rank, ("body", field, i, "rank"))
 
 
 def ingest_metrics(
@@ -148,12 +138,7 @@ def read_logs(
 def record_checkpoint(
     session: Session, *, job_id: str, task: Task, checkpoint: CheckpointIn
 ) -> None:
-    if checkpoint.rank not in _hosted(task):
-        raise invalid(
-            "rank_not_hosted",
-            f"task {task.id} does not host rank {checkpoint.rank}",
-            ("body", "rank"),
-        )
+    check_hosted(task, checkpoint.rank, ("body", "rank"))
     session.add(
         Checkpoint(
             job_id=job_id,

@@ -49,6 +49,13 @@ def test_a_party_reports_only_for_its_own_tasks(client: TestClient) -> None:
     )
     assert response.status_code == 403
     assert client.get(f"{API}/tasks/{job.bob_task}", headers=job.alice.auth).status_code == 403
+    blame = client.post(
+        f"{API}/tasks/{job.bob_task}/status",
+        json={"status": "failed", "reason": "x", "rank": 0},
+        headers=job.bob.auth,
+    )
+    assert blame.status_code == 422 and blame.json()["code"] == "rank_not_hosted"
+    assert get_job(client, job.id)["status"] == "running"
 
 
 def test_all_tasks_succeeding_succeeds_the_job(client: TestClient) -> None:
