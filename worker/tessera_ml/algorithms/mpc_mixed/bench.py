@@ -14,9 +14,11 @@ from typing import Any
 import torch
 
 from tessera_ml.algorithms.mpc_mixed import data
-from tessera_ml.algorithms.mpc_mixed.model import init_params
+from tessera_ml.algorithms.mpc_mixed.model_cnn import PlainCnn
 from tessera_ml.algorithms.mpc_mixed.precision import MODES
 from tessera_ml.algorithms.mpc_mixed.reference import PlainMlp
+from tessera_ml.algorithms.mpc_mixed.spec import MpcMixedConfig
+from tessera_ml.algorithms.mpc_mixed.train import initial_params
 from tessera_ml.bench.api import BenchArgs, BenchReport
 from tessera_ml.testing import RankOutcome, run_algorithm
 
@@ -31,19 +33,23 @@ ASSIGNMENTS = [
 
 def _config(args: BenchArgs, mode: str) -> dict[str, Any]:
     extra = args.extra
+    model = args.model or "mlp"
+    if model not in ("mlp", "cnn"):
+        raise ValueError(f"mpc_mixed bench has no model {model!r} (models: mlp, cnn)")
+    default_lr = "0.05" if model == "cnn" else "0.5"
     cfg: dict[str, Any] = {
         "mode": mode,
+        "model": model,
+        "channels": int(extra.get("channels", 8)),
         "epochs": int(extra.get("epochs", 1 if args.quick else 8)),
         "batch_size": int(extra.get("batch_size", 64)),
-        "learning_rate": float(extra.get("learning_rate", 0.5)),
+        "learning_rate": float(extra.get("learning_rate", default_lr)),
         "hidden": [int(h) for h in extra.get("hidden", "64").split(",")],
         "dataset": extra.get("dataset", "digits"),
         "seed": int(extra.get("seed", 0)),
         "log_every": 1000,
         "eval_every_epochs": 1000,
     }
-    if args.model not in (None, "mlp"):
-        raise ValueError(f"mpc_mixed bench has no model {args.model!r} (models: mlp)")
     return cfg
 
 
@@ -52,8 +58,10 @@ def plaintext_accuracy(cfg: dict[str, Any]) -> float:
     ref = data.dataset_ref(None, cfg["dataset"])
     x = data.features(ref)
     y, classes = data.labels(ref)
-    sizes = [x.train.shape[1], *cfg["hidden"], classes]
-    model = PlainMlp(init_params(sizes, True, cfg["seed"]), batch_norm=True)
+    params = initial_params(MpcMixedConfig.model_validate(cfg), x.train.shape[1], classes)
+    model: PlainMlp | PlainCnn = (
+        PlainCnn(params) if cfg["model"] == "cnn" else PlainMlp(params, batch_norm=True)
+    )
     onehot = torch.nn.functional.one_hot(y.train, classes).to(torch.float64)
     for epoch in range(cfg["epochs"]):
         for idx in data.batches(x.train.shape[0], cfg["batch_size"], epoch, cfg["seed"]):
@@ -117,6 +125,5 @@ def bench(args: BenchArgs) -> BenchReport:
     )
     results["step_time_ratio"] = results["step_time_s"] / results["all64_step_time_s"]
     params = {k: v for k, v in configs["mixed"].items() if k != "mode"}
-    params["model"] = args.model or "mlp"
     params["concurrent_modes"] = not sequential
     return BenchReport(params=params, results=results)

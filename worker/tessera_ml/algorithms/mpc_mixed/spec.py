@@ -38,7 +38,14 @@ class MpcMixedConfig(AlgorithmConfig):
         default="digits",
         description="Dataset reference (e.g. sklearn:digits) when the data parties name none",
     )
-    model: Literal["mlp"] = Field(default="mlp", description="Network family")
+    model: Literal["mlp", "cnn"] = Field(
+        default="mlp",
+        description=(
+            "mlp: Linear -> BatchNorm -> ReLU per hidden layer, then Linear; cnn (8x8 images): "
+            "3x3 convolution -> BatchNorm -> ReLU -> 2x2 sum pooling -> Linear"
+        ),
+    )
+    channels: int = Field(default=8, ge=1, le=64, description="Convolution channels (cnn)")
     hidden: list[int] = Field(
         default_factory=lambda: [64],
         min_length=1,

@@ -25,6 +25,7 @@ from tessera_ml.algorithms.mpc_mixed.dealer import (
     serve,
 )
 from tessera_ml.algorithms.mpc_mixed.model import SharedMlp, forward, init_params, train_step
+from tessera_ml.algorithms.mpc_mixed.model_cnn import SIDE, cnn_forward, cnn_train_step, init_cnn
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
@@ -32,7 +33,7 @@ from tessera_ml.algorithms.mpc_mixed.spec import MpcMixedConfig
 from tessera_ml.context import RankContext
 
 PHASE_TRAIN, PHASE_EVAL = 1, 2
-MSG_DONE, MSG_LOSS, MSG_EVAL = 0, 1, 2
+MSG_DONE, MSG_LOSS, MSG_EVAL, MSG_STEP = 0, 1, 2, 3
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,22 @@ def _precision(cfg: MpcMixedConfig) -> Precision:
     return Precision.of(cfg.mode, cfg.ring32_frac, cfg.ring64_frac)
 
 
+def _listeners(ctx: RankContext, roles: Roles) -> list[int]:
+    """Ranks that wait while the compute parties train: the labels party, and parties waiting
+    for the model. Compute rank 0 sends them a short header every step, so none of them sits in
+    one receive for the whole run."""
+    waiting = {r for r in _reveal_targets(ctx) if r not in roles.compute and r != roles.dealer}
+    return sorted(waiting | {roles.labels})
+
+
+def _await_done(ctx: RankContext, roles: Roles) -> None:
+    while True:
+        header = torch.empty(3, dtype=torch.int64)
+        ctx.comm.recv(header, roles.compute[0])
+        if int(header[0]) == MSG_DONE:
+            return
+
+
 def _reveal_targets(ctx: RankContext) -> list[int]:
     cfg = _config(ctx)
     return sorted(min(s.rank for s in ctx.plan if s.party == p) for p in set(cfg.reveal_to))
@@ -80,6 +97,8 @@ def run(ctx: RankContext) -> dict[str, Any] | None:
         result = _labels(ctx, roles)
     else:
         raise ValueError(f"mpc_mixed has no role {role!r}")
+    if role == "features" and ctx.rank in _listeners(ctx, roles):
+        _await_done(ctx, roles)
     if role != "compute" and ctx.rank in _reveal_targets(ctx):
         result["model"] = _receive_model(ctx, roles)
     ctx.reporter.flush()
@@ -130,6 +149,8 @@ def _labels(ctx: RankContext, roles: Roles) -> dict[str, Any]:
         kind, step, rows = (int(v) for v in header)
         if kind == MSG_DONE:
             break
+        if kind == MSG_STEP:
+            continue
         probs = _receive_open(ctx, roles, (rows, classes), prec.forward)
         if kind == MSG_LOSS:
             idx = data.batches(n_train, cfg.batch_size, step // per_epoch, cfg.seed)
@@ -187,6 +208,15 @@ def _receive_inputs(ctx: RankContext, roles: Roles, prec: Precision) -> _Inputs:
     return _Inputs(x_train, x_back, x_test, y_train, classes)
 
 
+def initial_params(cfg: MpcMixedConfig, width: int, classes: int) -> dict[str, torch.Tensor]:
+    """The preset initial weights of the configured network (float64)."""
+    if cfg.model == "cnn":
+        if width != SIDE * SIDE:
+            raise ValueError(f"the cnn model takes {SIDE}x{SIDE} images, not {width} features")
+        return init_cnn(cfg.channels, classes, cfg.seed)
+    return init_params([width, *cfg.hidden, classes], cfg.batch_norm, cfg.seed)
+
+
 def _provider(ctx: RankContext, roles: Roles, index: int) -> Provider:
     if index == 0:
         return SeededProvider(receive_seed(ctx.comm, roles.dealer))
@@ -198,8 +228,9 @@ def _send_open(
 ) -> None:
     if index == 0:
         header = torch.tensor([kind, step, x.shape[0] if x.dim() else 0], dtype=torch.int64)
-        ctx.comm.send(header, roles.labels)
-    if kind != MSG_DONE:
+        for r in _listeners(ctx, roles):
+            ctx.comm.send(header, r)
+    if kind not in (MSG_DONE, MSG_STEP):
         ctx.comm.send(x.contiguous(), roles.labels)
 
 
@@ -211,10 +242,8 @@ def _compute(ctx: RankContext, roles: Roles) -> dict[str, Any]:
     provider = _provider(ctx, roles, index)
     eng = Engine(index, peer, provider)
     inputs = _receive_inputs(ctx, roles, prec)
-    sizes = [inputs.x_train.shape[1], *cfg.hidden, inputs.classes]
-    model = SharedMlp.from_plain(
-        eng, init_params(sizes, cfg.batch_norm, cfg.seed), prec.backward, cfg.batch_norm
-    )
+    plain = initial_params(cfg, inputs.x_train.shape[1], inputs.classes)
+    model = SharedMlp.from_plain(eng, plain, prec.backward, cfg.batch_norm)
     n_train = inputs.x_train.shape[0]
     per_epoch = n_train // cfg.batch_size
     if per_epoch == 0:
@@ -264,7 +293,8 @@ def _one_step(
     eng.provider.begin(PHASE_TRAIN)
     t1 = time.perf_counter()
     sent0, rounds0 = eng.peer.stats.snapshot()
-    probs = train_step(
+    step_fn = cnn_train_step if cfg.model == "cnn" else train_step
+    probs = step_fn(
         eng,
         prec,
         model,
@@ -285,6 +315,8 @@ def _one_step(
     }
     if (step + 1) % cfg.log_every == 0:
         _send_open(ctx, roles, index, MSG_LOSS, step, probs)
+    else:
+        _send_open(ctx, roles, index, MSG_STEP, step, torch.empty(0))
     stats = ctx.comm.stats
     ctx.reporter.metrics(
         step,
@@ -314,7 +346,8 @@ def _evaluate(
     step: int,
 ) -> None:
     eng.provider.begin(PHASE_EVAL)
-    probs = forward(eng, prec, model, inputs.x_test)
+    forward_fn = cnn_forward if _config(ctx).model == "cnn" else forward
+    probs = forward_fn(eng, prec, model, inputs.x_test)
     eng.provider.end()
     _send_open(ctx, roles, index, MSG_EVAL, step, probs)
 
