@@ -82,6 +82,8 @@ def lookup(params: dict[str, Any]) -> dict[str, Any]:
         "lookup_insert_rows_per_s": result.ids_served / result.table_seconds,
         "dict_baseline_rows_per_s": result.ids_served / result.dict_seconds,
         "lookup_speedup": result.dict_seconds / result.table_seconds,
+        "lookup_insert_rows_per_cpu_s": result.ids_served / result.table_cpu_seconds,
+        "dict_baseline_rows_per_cpu_s": result.ids_served / result.dict_cpu_seconds,
         "resident_bytes_per_row": per_row,
         "row_payload_bytes": result.row_payload_bytes,
         "resident_overhead_bytes_per_row": per_row - result.row_payload_bytes,
