@@ -191,6 +191,13 @@ def report_task_status(
     """A worker's report about one task, with its consequences for the attempt and the job."""
     attempt = task.attempt
     job = lock_job(session, job_id=attempt.job_id)
+    starts = status in (TaskStatus.starting, TaskStatus.running)
+    if starts and status != TaskStatus(task.status) and not _running(job, attempt):
+        raise conflict(
+            "attempt_not_running",
+            f"job {job.id} is {job.status} (attempt {attempt.number} {attempt.status}); "
+            f"task {task.id} must not start",
+        )
     text = reason or (f"exit code {exit_code}" if exit_code is not None else status.value)
     if not move_task(session, task=task, job_id=job.id, to=status, reason=text):
         return task

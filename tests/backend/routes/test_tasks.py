@@ -107,6 +107,21 @@ def test_cancelling_waits_for_the_tasks_to_stop(client: TestClient) -> None:
     assert state["attempts"][0]["status"] == "cancelled"
 
 
+def test_a_task_picked_up_after_its_job_stopped_may_not_start(client: TestClient) -> None:
+    job = running_job(client)
+    report(client, job.alice, job.alice_task, status="running")
+    client.post(f"{API}/jobs/{job.id}/cancel", headers=ADMIN)
+    late = client.post(
+        f"{API}/tasks/{job.bob_task}/status", json={"status": "starting"}, headers=job.bob.auth
+    )
+    assert late.status_code == 409 and late.json()["code"] == "attempt_not_running"
+    assert "cancelling" in late.json()["detail"]
+    report(client, job.alice, job.alice_task, status="running")  # a repeat changes nothing
+    report(client, job.bob, job.bob_task, status="cancelled")
+    report(client, job.alice, job.alice_task, status="cancelled")
+    assert get_job(client, job.id)["status"] == "cancelled"
+
+
 def test_a_late_report_of_a_previous_attempt_leaves_the_cancel_of_the_current_one(
     client: TestClient,
 ) -> None:
