@@ -1,0 +1,14 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tessera_ml.testing import run_world
+from tests.ml.zo_pair.world import zo_world
+
+
+@pytest.fixture(scope="session")
+def world(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    """Every rank's results from the one four-processor world (see ``world.py``)."""
+    return run_world(zo_world, 4, str(tmp_path_factory.mktemp("zo_pair_jobs")))
