@@ -1,0 +1,85 @@
+"""What a worker does with a delivered task id, against the real control plane (no ranks start).
+
+A delivery is idempotent: a finished task is skipped, a task some worker had started before it
+died fails the attempt, and a task whose job is being cancelled stops without launching ranks.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tessera_worker import hardware
+from tessera_worker.agent import Agent
+from tessera_worker.client import ControlPlane
+from tessera_worker.launcher import LaunchSettings
+from tessera_worker.runtime import Runtime
+from tests.worker.plane import ADMIN, Plane
+
+
+def runtime(plane: Plane, party: str, home: Path) -> Runtime:
+    api = ControlPlane("http://testserver", plane.tokens[party], http=plane.client)
+    agent = Agent(
+        api, describe=lambda: hardware.describe(f"{party}-1", "127.0.0.1"), accelerators=list
+    )
+    agent.register()
+    return Runtime(
+        party=party, api=api, agent=agent, launch=LaunchSettings(home=home), address="127.0.0.1"
+    )
+
+
+def task_of(plane: Plane, job_id: str, party: str) -> str:
+    tasks = plane.job(job_id)["attempts"][-1]["tasks"]
+    return str(next(t["id"] for t in tasks if t["party"] == party))
+
+
+def report(plane: Plane, party: str, task_id: str, status: str) -> None:
+    auth = {"Authorization": f"Bearer {plane.tokens[party]}"}
+    response = plane.client.post(
+        f"/api/v1/tasks/{task_id}/status", json={"status": status}, headers=auth
+    )
+    assert response.status_code == 200, response.text
+
+
+def test_a_finished_task_is_skipped(plane: Plane, tmp_path: Path) -> None:
+    alice = runtime(plane, "alice", tmp_path)
+    job_id = plane.create_job("alice")
+    task = task_of(plane, job_id, "alice")
+    report(plane, "alice", task, "succeeded")
+
+    assert alice.execute(task) == "skipped"
+    assert plane.job(job_id)["status"] == "succeeded"
+    assert not alice.launch.log_dir(task).exists()
+
+
+def test_a_task_started_by_a_worker_that_died_fails_the_attempt(
+    plane: Plane,
+    tmp_path: Path,
+) -> None:
+    alice = runtime(plane, "alice", tmp_path)
+    job_id = plane.create_job("alice")
+    task = task_of(plane, job_id, "alice")
+    report(plane, "alice", task, "running")
+
+    assert alice.execute(task) == "failed"
+    job = plane.job(job_id)
+    assert job["status"] == "failed"
+    assert job["status_reason"] == "party alice rank 0: the worker restarted while running the task"
+    assert not alice.launch.log_dir(task).exists()
+
+
+def test_a_task_of_a_cancelling_job_stops_without_launching_ranks(
+    plane: Plane,
+    tmp_path: Path,
+) -> None:
+    alice = runtime(plane, "alice", tmp_path)
+    plane.register("bob", "bob-1")
+    job_id = plane.create_job("alice", "bob")
+    mine, theirs = task_of(plane, job_id, "alice"), task_of(plane, job_id, "bob")
+    report(plane, "bob", theirs, "running")
+    response = plane.client.post(f"/api/v1/jobs/{job_id}/cancel", headers=ADMIN)
+    assert response.json()["status"] == "cancelling"
+
+    assert alice.execute(mine) == "cancelled"
+    assert not alice.launch.log_dir(mine).exists()
+    report(plane, "bob", theirs, "cancelled")
+    assert plane.job(job_id)["status"] == "cancelled"
