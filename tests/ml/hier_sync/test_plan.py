@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from tessera_ml.algorithms.hier_sync.slicing import (
@@ -59,6 +62,13 @@ def test_capacities_need_one_entry_per_device_and_a_proportional_mode() -> None:
         _plan(two, capacities=[1.0, 2.0])
     assert caught.value.code == "capacities_unused"
     assert len(_plan(two, slicing="memory", capacities=[1.0, 2.0])) == 2
+
+
+def test_spec_imports_without_torch() -> None:
+    probe = "import sys, tessera_ml.algorithms.hier_sync.spec; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
 
 
 def test_config_schema_describes_every_field() -> None:

@@ -134,5 +134,8 @@ SPEC = HierSyncSpec(
         "state_bytes",
         "slice_fraction",
         "progress",
+        "eval_loss",
+        "accuracy",
+        "link_bytes_sent",
     ),
 )
