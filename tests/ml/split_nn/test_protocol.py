@@ -60,6 +60,22 @@ JOBS = {
         CHAIN, {**SMALL, "dtype": "float64", "steps": 24, "micro_batches": 4, "pipelined": False}
     ),
     "pipelined_mb": Job(CHAIN, {**SMALL, "dtype": "float64", "steps": 24, "micro_batches": 4}),
+    "wine_mean_pipelined": Job(
+        [
+            {"party": "alice", "role": "feature", "dataset": "sklearn:wine?columns=0:6"},
+            {"party": "bob", "role": "feature", "dataset": "sklearn:wine?columns=6:13"},
+            {"party": "carol", "role": "label", "dataset": "sklearn:wine"},
+        ],
+        {
+            **SMALL,
+            "dtype": "float64",
+            "steps": 30,
+            "combine": "mean",
+            "micro_batches": 2,
+            "eval_every": 10,
+            "report_every": 10,
+        },
+    ),
     "two_sum_int8": Job(
         TWO_FEATURES,
         {**SMALL, "steps": 40, "combine": "sum", "compression": "int8", "micro_batches": 2},
@@ -103,6 +119,19 @@ def test_a_stop_seen_by_one_rank_stops_every_rank_at_the_same_step(
     outcomes: dict[str, list[dict[str, Any]]],
 ) -> None:
     assert [o["steps"] for o in outcomes["cancelled"]] == [0, 0, 0]
+
+
+def test_pipelined_mean_of_two_parties_without_a_middle_matches_centralised_training(
+    outcomes: dict[str, list[dict[str, Any]]],
+) -> None:
+    job = JOBS["wine_mean_pipelined"]
+    ref = train_centralized(job.assignments, SplitNNConfig.model_validate(job.config))
+    runs = outcomes["wine_mean_pipelined"]
+    for rank, out in enumerate(runs):
+        assert max_abs_diff(out["parameters"], ref.parameters[rank]) <= 1e-10
+    assert {"middle.0.weight", "top.0.weight"} <= set(runs[2]["parameters"])
+    assert [s for s, name, _ in runs[2]["metrics"] if name == "accuracy"] == [10, 20, 30]
+    assert runs[2]["eval"]["accuracy"] == ref.eval["accuracy"]
 
 
 @pytest.mark.parametrize("name", ["chain", "two_concat"])
