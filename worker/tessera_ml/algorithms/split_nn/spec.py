@@ -186,6 +186,7 @@ SPEC = SplitNNSpec(
         "bytes_sent",
         "bytes_received",
         "bytes_per_step",
+        "link_bytes_sent",
         "progress",
     ),
 )
