@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from sqlalchemy import insert, select
+from sqlalchemy import insert, select, update
 from sqlalchemy.orm import Session
 
 from tessera_api.models import (
@@ -33,6 +33,14 @@ def ingest_metrics(
     _check_ranks(task, [p.rank for p in points], "points")
     if not points:
         return
+    # One batch of a task at a time: two at once (a post retried after a timeout, a flush beside
+    # the sender thread) would both create a new series' row, or both add to its count.
+    session.execute(
+        update(Task)
+        .where(Task.id == task.id)
+        .values(status=Task.status)
+        .execution_options(synchronize_session=False)
+    )
     now = utcnow()
     session.execute(
         insert(MetricPoint),

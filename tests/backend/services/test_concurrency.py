@@ -14,6 +14,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy.orm import Session
 
 from tessera_api.models import Job, Task
+from tessera_api.schemas import MetricPointIn
 from tessera_api.services.lifecycle import (
     Placement,
     RankDevice,
@@ -21,8 +22,17 @@ from tessera_api.services.lifecycle import (
     report_task_status,
     start_attempt,
 )
+from tessera_api.services.telemetry import ingest_metrics
 from tessera_api.states import TaskStatus
-from tests.backend.factories import create_job, create_party, get_job, register_worker, running_job
+from tests.backend.factories import (
+    ADMIN,
+    API,
+    create_job,
+    create_party,
+    get_job,
+    register_worker,
+    running_job,
+)
 
 
 def _while_uncommitted(
@@ -95,3 +105,26 @@ def test_a_cancel_during_placement_waits_and_stops_the_started_attempt(
 
     state = get_job(client, job["id"])
     assert (state["status"], state["attempts"][0]["status"]) == ("cancelling", "running")
+
+
+def _ingest(task_id: str, step: int) -> Callable[[Session], None]:
+    def post(session: Session) -> None:
+        task = session.get(Task, task_id)
+        assert task is not None
+        point = MetricPointIn(rank=0, name="loss", step=step, value=1.0 / step)
+        ingest_metrics(session, job_id=task.attempt.job_id, task=task, points=[point])
+
+    return post
+
+
+def test_two_batches_of_one_series_at_once_both_count(client: TestClient) -> None:
+    job = running_job(client)
+    app: Any = client.app
+    first = app.state.session_factory()
+    _ingest(job.alice_task, 1)(first)
+
+    _while_uncommitted(first, _ingest(job.alice_task, 2), client)
+
+    response = client.get(f"{API}/jobs/{job.id}/metrics", params={"names": "loss"}, headers=ADMIN)
+    [series] = response.json()["series"]
+    assert [p["step"] for p in series["points"]] == [1, 2]
