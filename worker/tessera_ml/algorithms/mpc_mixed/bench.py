@@ -81,6 +81,9 @@ def _summarise(outcomes: list[RankOutcome]) -> dict[str, float]:
         "step_time_s": max(
             float(compute.result["step_time_s"]), float(fetching.result["step_time_s"])
         ),
+        "step_cpu_s": max(
+            float(compute.result["step_cpu_s"]), float(fetching.result["step_cpu_s"])
+        ),
         "offline_time_s": float(fetching.result["offline_time_s"]),
         "steps": float(compute.result["steps"]),
     }
@@ -124,6 +127,7 @@ def bench(args: BenchArgs) -> BenchReport:
         results["online_bytes_per_step"] / results["all64_online_bytes_per_step"]
     )
     results["step_time_ratio"] = results["step_time_s"] / results["all64_step_time_s"]
+    results["step_cpu_ratio"] = results["step_cpu_s"] / results["all64_step_cpu_s"]
     params = {k: v for k, v in configs["mixed"].items() if k != "mode"}
     params["concurrent_modes"] = not sequential
     return BenchReport(params=params, results=results)

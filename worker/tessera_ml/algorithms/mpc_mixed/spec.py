@@ -144,6 +144,7 @@ SPEC = MpcMixedSpec(
         "eval_loss",
         "accuracy",
         "step_time_s",
+        "step_cpu_s",
         "offline_time_s",
         "online_bytes",
         "online_rounds",

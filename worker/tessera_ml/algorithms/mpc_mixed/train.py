@@ -291,7 +291,7 @@ def _one_step(
     index = eng.index
     t0 = time.perf_counter()
     eng.provider.begin(PHASE_TRAIN)
-    t1 = time.perf_counter()
+    t1, cpu1 = time.perf_counter(), time.process_time()
     sent0, rounds0 = eng.peer.stats.snapshot()
     step_fn = cnn_train_step if cfg.model == "cnn" else train_step
     probs = step_fn(
@@ -303,11 +303,12 @@ def _one_step(
         inputs.y_train[idx],
         cfg.learning_rate,
     )
-    t2 = time.perf_counter()
+    t2, cpu2 = time.perf_counter(), time.process_time()
     eng.provider.end()
     sent1, rounds1 = eng.peer.stats.snapshot()
     record = {
         "step_time_s": t2 - t1,
+        "step_cpu_s": cpu2 - cpu1,
         "offline_time_s": t1 - t0,
         "online_bytes": float(sent1 - sent0),
         "online_rounds": float(rounds1 - rounds0),
@@ -322,6 +323,7 @@ def _one_step(
         step,
         {
             "step_time_s": record["step_time_s"],
+            "step_cpu_s": record["step_cpu_s"],
             "offline_time_s": record["offline_time_s"],
             "online_bytes": float(sent1),
             "online_rounds": float(rounds1),
@@ -357,7 +359,7 @@ def _summary(steps: list[dict[str, float]], cfg: MpcMixedConfig) -> dict[str, An
     medians of times, means of traffic."""
     steady = steps[1:] if len(steps) > 1 else steps
     out: dict[str, Any] = {"steps": len(steps), "mode": cfg.mode}
-    for key in ("step_time_s", "offline_time_s"):
+    for key in ("step_time_s", "step_cpu_s", "offline_time_s"):
         out[key] = statistics.median(s[key] for s in steady) if steady else float("nan")
     for key in ("online_bytes", "online_rounds"):
         out[key] = sum(s[key] for s in steady) / max(len(steady), 1)
