@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -21,15 +22,23 @@ class Ingest:
     def __init__(self, port: int) -> None:
         self.port = port
         self.posts: list[tuple[str, dict[str, Any]]] = []
+        self.delay_s = 0.0
+        self.in_flight = self.most_in_flight = 0
         self._server: ThreadingHTTPServer | None = None
 
     def up(self) -> None:
-        posts = self.posts
+        ingest, lock = self, threading.Lock()
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
+                with lock:
+                    ingest.in_flight += 1
+                    ingest.most_in_flight = max(ingest.most_in_flight, ingest.in_flight)
+                time.sleep(ingest.delay_s)
                 length = int(self.headers["Content-Length"])
-                posts.append((self.path, json.loads(self.rfile.read(length))))
+                ingest.posts.append((self.path, json.loads(self.rfile.read(length))))
+                with lock:
+                    ingest.in_flight -= 1
                 self.send_response(204)
                 self.end_headers()
 
@@ -108,3 +117,17 @@ def test_an_unreachable_control_plane_is_survived_with_a_bounded_buffer(ingest: 
     assert reporter.dropped == 150
     assert ingest.steps() == list(range(151, 251))
     assert any(path.endswith("/checkpoints") for path, _ in ingest.posts)
+
+
+def test_flush_beside_the_sender_thread_posts_one_batch_at_a_time(ingest: Ingest) -> None:
+    ingest.up()
+    ingest.delay_s = 0.2
+    reporter = _reporter(ingest)
+    reporter.metrics(1, {"loss": 1.0})
+    time.sleep(0.1)  # the sender thread is posting step 1
+    reporter.metrics(2, {"loss": 0.5})
+
+    assert reporter.flush()
+    assert reporter.close()
+    assert ingest.most_in_flight == 1
+    assert ingest.steps() == [1, 2]

@@ -52,6 +52,9 @@ class HttpReporter:
         self._interval = flush_interval_s
         self._max_backoff = max_backoff_s
         self._lock = threading.Lock()
+        # one post at a time, whether from the sender thread or flush(): the control plane gets
+        # each kind in order and never two batches of one series at once
+        self._sending = threading.Lock()
         self._wake = threading.Event()
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._run, name="reporter", daemon=True)
@@ -121,13 +124,14 @@ class HttpReporter:
 
     def _send_once(self) -> bool:
         """Post one batch of each kind; False when a retryable error left items buffered."""
-        return all(
-            (
-                self._send(self._checkpoints, 1, self._post_checkpoint),
-                self._send(self._points, MAX_BATCH, self._post_points),
-                self._send(self._lines, MAX_BATCH, self._post_lines),
+        with self._sending:
+            return all(
+                (
+                    self._send(self._checkpoints, 1, self._post_checkpoint),
+                    self._send(self._points, MAX_BATCH, self._post_points),
+                    self._send(self._lines, MAX_BATCH, self._post_lines),
+                )
             )
-        )
 
     def _send(
         self,
