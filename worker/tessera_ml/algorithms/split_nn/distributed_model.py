@@ -27,6 +27,7 @@ from torch import nn
 from tessera_ml.algorithms.split_nn.codecs import codec
 from tessera_ml.algorithms.split_nn.cut import Arrivals, CutShape, Link, recv_shape, send_shape
 from tessera_ml.algorithms.split_nn.models import (
+    DTYPES,
     combine,
     combined_width,
     loss_sum,
@@ -98,7 +99,7 @@ class DistributedModel:
         are factories of the input width at the ranks that run them; ``task`` (the label
         party's) chooses the loss.
         """
-        dtype = {"float32": torch.float32, "float64": torch.float64}[cfg.dtype]
+        dtype = DTYPES[cfg.dtype]
         dev = device or torch.device("cpu")
         wire_dev = dev if getattr(comm, "backend", "gloo") == "nccl" else torch.device("cpu")
 
@@ -328,9 +329,7 @@ class DistributedModel:
     def analytic_bytes_per_step(self, batch: int) -> int:
         """Bytes this rank must send per step: its activation and input gradients, uncompressed."""
         links = self.inputs + ([self.output] if self.output is not None else [])
-        elem = torch.empty(
-            0, dtype={"float32": torch.float32, "float64": torch.float64}[self.cfg.dtype]
-        ).element_size()
+        elem = torch.empty(0, dtype=DTYPES[self.cfg.dtype]).element_size()
         return sum(lk.dim for lk in links) * batch * elem
 
     def parameters(self) -> dict[str, torch.Tensor]:
