@@ -266,6 +266,10 @@ def run_server(ctx: RankContext, workers: list[int]) -> dict[str, Any]:
     live = server.table.num_rows
     exported = int(final["ids"].numel())
     ctx.reporter.metrics(done, {"table_rows": live, "exported_rows": exported})
+    if exported != config.preset_rows:
+        ctx.reporter.log(
+            f"exported {exported} rows x {config.dim} (preset range: {config.preset_rows} rows)"
+        )
     ctx.reporter.flush()
     return {
         "role": "server",
