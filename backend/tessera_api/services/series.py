@@ -1,9 +1,9 @@
 """Metric series queries with server-side downsampling.
 
 A series is one (name, rank); its extent comes from ``metric_series``, kept by ingest. When a
-series has more points than asked for, the asked step range is cut into ``max_points`` equal
-buckets and each bucket becomes one point (mean, min, max, count, last step): one grouped scan of
-the covering (attempt, name, rank, step, value) index.
+series has more points than asked for, the asked step range is cut into at most ``max_points``
+equal buckets and each bucket becomes one point (mean, min, max, count, last step): one grouped
+scan of the covering (attempt, name, rank, step, value) index.
 """
 
 from __future__ import annotations
@@ -66,8 +66,8 @@ def _raw(session: Session, where: list[ColumnElement[bool]]) -> list[SeriesPoint
 def _buckets(
     session: Session, where: list[ColumnElement[bool]], *, lo: int, hi: int, max_points: int
 ) -> list[SeriesPoint]:
-    span = hi - lo + 1
-    bucket = cast(MetricPoint.step - literal(lo), BigInteger) * max_points // literal(span)
+    width = -(-(hi - lo + 1) // max_points)  # steps per bucket, rounded up: <= max_points buckets
+    bucket = cast(MetricPoint.step - literal(lo), BigInteger) // literal(width, BigInteger)
     query = (
         select(
             func.max(MetricPoint.step),

@@ -49,6 +49,24 @@ def test_metrics_round_trip_and_downsampling(client: TestClient) -> None:
     assert [s["name"] for s in both["series"]] == ["accuracy", "loss"]
 
 
+def test_downsampling_steps_near_the_largest_allowed(client: TestClient) -> None:
+    job = running_job(client)
+    n, gap = 1026, 2**53 // 1025
+    points = [{"rank": 0, "name": "t", "step": i * gap, "value": float(i)} for i in range(n)]
+    stored = client.post(
+        f"{API}/jobs/{job.id}/metrics",
+        json={"task_id": job.alice_task, "points": points},
+        headers=job.alice.auth,
+    )
+    assert stored.status_code == 204, stored.text
+    response = client.get(f"{API}/jobs/{job.id}/metrics?max_points=1025", headers=ADMIN)
+    assert response.status_code == 200, response.text
+    [series] = response.json()["series"]
+    assert series["downsampled"] and len(series["points"]) <= 1025
+    assert sum(p["count"] for p in series["points"]) == n
+    assert series["points"][-1]["step"] == (n - 1) * gap
+
+
 def test_metrics_only_for_hosted_ranks_and_own_tasks(client: TestClient) -> None:
     job = running_job(client)
     point = {"rank": 1, "name": "loss", "step": 0, "value": 1.0}
