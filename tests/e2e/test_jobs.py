@@ -28,6 +28,13 @@ def _live_ranks(job: dict[str, Any]) -> list[int]:
     return [pid for t in _tasks(job) for pid in pids_with(_rank_marker(t["id"]))]
 
 
+def _steps_every_rank_saved(platform: Platform, job_id: str, ranks: set[int]) -> set[int]:
+    saved: dict[int, set[int]] = {}
+    for c in platform.get(f"/jobs/{job_id}/checkpoints"):
+        saved.setdefault(c["step"], set()).add(c["rank"])
+    return {step for step, by in saved.items() if by == ranks}
+
+
 def test_a_job_waits_for_a_party_without_worker_then_runs_to_success(platform: Platform) -> None:
     job_id = platform.create_job(["alice", "carol"], steps=20)
     job = platform.wait_job(job_id, lambda j: j["status_reason"].startswith("waiting"), 30)
@@ -74,10 +81,10 @@ def test_a_killed_rank_fails_the_attempt_and_retry_resumes_from_the_checkpoint(
     job = platform.wait_job(job_id, lambda j: all(t["status"] == "running" for t in _tasks(j)))
     bob = next(t for t in _tasks(job) if t["party"] == "bob")
     deadline = time.monotonic() + 90
-    while not platform.get(f"/jobs/{job_id}/checkpoints"):
-        assert time.monotonic() < deadline, "no checkpoint was reported"
+    while not (complete := _steps_every_rank_saved(platform, job_id, ranks={0, 1})):
+        assert time.monotonic() < deadline, "no checkpoint of every rank was reported"
         time.sleep(0.2)
-    checkpointed = max(c["step"] for c in platform.get(f"/jobs/{job_id}/checkpoints"))
+    checkpointed = max(complete)
 
     (victim,) = pids_with(_rank_marker(bob["id"], 1))
     os.kill(victim, signal.SIGKILL)
