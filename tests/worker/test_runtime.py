@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from tessera_ml.testing import free_port
 from tessera_worker import hardware
 from tessera_worker.agent import Agent
+from tessera_worker.celery_app import run_task
 from tessera_worker.client import ControlPlane
 from tessera_worker.launcher import LaunchSettings
-from tessera_worker.runtime import Runtime
+from tessera_worker.runtime import ControlPlaneUnavailable, Runtime
 from tests.worker.plane import ADMIN, Plane
 
 
@@ -83,3 +87,17 @@ def test_a_task_of_a_cancelling_job_stops_without_launching_ranks(
     assert not alice.launch.log_dir(mine).exists()
     report(plane, "bob", theirs, "cancelled")
     assert plane.job(job_id)["status"] == "cancelled"
+
+
+def test_a_task_delivered_while_the_control_plane_is_down_is_delivered_again(
+    plane: Plane, tmp_path: Path
+) -> None:
+    alice = runtime(plane, "alice", tmp_path)
+    job_id = plane.create_job("alice")
+    task = task_of(plane, job_id, "alice")
+    alice.api = ControlPlane(f"http://127.0.0.1:{free_port()}", plane.tokens["alice"])
+
+    with pytest.raises(ControlPlaneUnavailable, match="cannot reach the control plane"):
+        alice.execute(task)
+    assert ControlPlaneUnavailable in run_task.autoretry_for
+    assert plane.job(job_id)["attempts"][-1]["tasks"][0]["status"] == "assigned"

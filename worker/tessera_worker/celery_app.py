@@ -7,7 +7,7 @@ from typing import Any
 from celery import Celery
 from celery.signals import worker_shutting_down
 
-from tessera_worker.runtime import Runtime
+from tessera_worker.runtime import ControlPlaneUnavailable, Runtime
 
 RUN_TASK = "tessera.run_task"
 
@@ -26,7 +26,17 @@ def serve(runtime: Runtime) -> None:
     _runtime = runtime
 
 
-@app.task(name=RUN_TASK, bind=True, acks_late=True, ignore_result=True)
+@app.task(
+    name=RUN_TASK,
+    bind=True,
+    acks_late=True,
+    ignore_result=True,
+    # a control plane that is down when the message arrives: deliver it again, until it is back
+    autoretry_for=(ControlPlaneUnavailable,),
+    retry_backoff=2,
+    retry_backoff_max=60,
+    max_retries=None,
+)
 def run_task(self: Any, job_id: str, attempt: int, task_id: str) -> str:
     """Run the ranks of one task of one attempt (everything else is looked up by id)."""
     if _runtime is None:

@@ -26,6 +26,10 @@ class TaskAbort(Exception):
     """The task cannot run; ``reason`` says why."""
 
 
+class ControlPlaneUnavailable(Exception):
+    """The task could not even be looked up; its message should be delivered again later."""
+
+
 @dataclass
 class Runtime:
     """Everything a worker needs to run tasks of its party."""
@@ -47,7 +51,11 @@ class Runtime:
         except ApiError as exc:
             if exc.status == 404:
                 return "skipped"
+            if exc.retryable:
+                raise ControlPlaneUnavailable(str(exc)) from exc
             raise
+        except httpx.TransportError as exc:
+            raise ControlPlaneUnavailable(f"cannot reach the control plane: {exc}") from exc
         if launch.status in TERMINAL:
             return "skipped"
         if launch.status in {"starting", "running"}:
