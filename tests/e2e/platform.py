@@ -80,8 +80,8 @@ class Platform:
     def start_worker(self, party: str) -> subprocess.Popen[bytes]:
         env = self.env | {"TESSERA_PARTY_TOKEN": self.token(party)}
         argv = [sys.executable, "-m", "tessera_api.cli", "worker", "--party", party]
-        log = (self.home / f"worker-{party}.out").open("ab")
-        proc = subprocess.Popen([*argv, "--api", self.url], env=env, stdout=log, stderr=log)
+        with (self.home / f"worker-{party}.out").open("ab") as log:
+            proc = subprocess.Popen([*argv, "--api", self.url], env=env, stdout=log, stderr=log)
         self.extra.append(proc)
         return proc
 
@@ -112,10 +112,10 @@ def start_platform(
         PYTHONPATH=str(root),
     )
     argv = [sys.executable, "-m", "tessera_api.cli", "up", "--port", str(port)]
-    log = (home / "up.out").open("ab")
-    process = subprocess.Popen(
-        [*argv, "--parties", parties, "--workers", workers], env=env, stdout=log, stderr=log
-    )
+    with (home / "up.out").open("ab") as log:
+        process = subprocess.Popen(
+            [*argv, "--parties", parties, "--workers", workers], env=env, stdout=log, stderr=log
+        )
     platform = Platform(f"http://127.0.0.1:{port}", home, env, process)
     expected = set(workers.split(","))
     deadline = time.monotonic() + 120
