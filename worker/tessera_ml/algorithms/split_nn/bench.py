@@ -24,6 +24,7 @@ from tessera_ml.bench.api import BenchArgs, BenchReport
 from tessera_ml.netns import Testbed
 from tessera_ml.testing import run_world
 
+CODECS = ("none", "fp16", "int8")
 SETTABLE = ("steps", "pipeline_steps", "rate_mbit", "width", "micro_batches", "batch_size")
 DIGITS = "sklearn:digits"
 
@@ -86,15 +87,18 @@ def plan_jobs(args: BenchArgs) -> tuple[dict[str, Job], dict[str, Any]]:
         "sequential": Job(chain(), {**pipe, "micro_batches": 1}),
         "sequential_micro": Job(chain(), {**pipe, "micro_batches": micro, "pipelined": False}),
         "pipelined": Job(chain(), {**pipe, "micro_batches": micro, "pipelined": True}),
-        "none": Job(two_features(), wide),
-        "fp16": Job(two_features(), {**wide, "compression": "fp16"}),
-        "int8": Job(two_features(), {**wide, "compression": "int8"}),
     }
+    seeds = range(1 if args.quick else 3)
+    for codec_name in CODECS:
+        for seed in seeds:
+            jobs[f"{codec_name}/{seed}"] = Job(
+                two_features(), {**wide, "compression": codec_name, "seed": seed}
+            )
     params = {
         "dataset": DIGITS,
         "exact": {"topologies": ["feature+middle+label", "2 feature (concat)+label"], **exact},
         "pipeline": {**pipe, "micro_batches": micro, "topology": "feature+middle+label"},
-        "compression": {**wide, "topology": "2 feature (concat)+label"},
+        "compression": {**wide, "topology": "2 feature (concat)+label", "seeds": list(seeds)},
     }
     return jobs, params
 
@@ -197,16 +201,29 @@ def _pipelining(runs: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
     return out
 
 
-def _compression(runs: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
-    base = runs["none"]
-    out = {
-        "accuracy": base[2]["eval"]["accuracy"],
-        "uncompressed_bytes_per_step": _per_step(base, "train_bytes_sent"),
+def _compression(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Accuracy at the label party and bytes per step of each codec, averaged over the seeds;
+    the drops compare each seed's run with the uncompressed run of the same seed."""
+    seeds = sorted(int(name.split("/")[1]) for name in runs if name.startswith("none/"))
+
+    def accuracy(codec_name: str, seed: int) -> float:
+        return float(runs[f"{codec_name}/{seed}"][2]["eval"]["accuracy"])
+
+    def per_step(codec_name: str) -> float:
+        return statistics.mean(
+            _per_step(runs[f"{codec_name}/{s}"], "train_bytes_sent") for s in seeds
+        )
+
+    out: dict[str, Any] = {
+        "accuracy": statistics.mean(accuracy("none", s) for s in seeds),
+        "uncompressed_bytes_per_step": per_step("none"),
     }
-    for name in ("fp16", "int8"):
-        out[f"{name}_accuracy"] = runs[name][2]["eval"]["accuracy"]
-        out[f"{name}_accuracy_drop"] = out["accuracy"] - out[f"{name}_accuracy"]
-        out[f"{name}_bytes_per_step"] = _per_step(runs[name], "train_bytes_sent")
+    for name in CODECS[1:]:
+        drops = [accuracy("none", s) - accuracy(name, s) for s in seeds]
+        out[f"{name}_accuracy"] = statistics.mean(accuracy(name, s) for s in seeds)
+        out[f"{name}_accuracy_drop"] = statistics.mean(drops)
+        out[f"{name}_accuracy_drop_per_seed"] = drops
+        out[f"{name}_bytes_per_step"] = per_step(name)
         out[f"{name}_bytes_ratio"] = (
             out[f"{name}_bytes_per_step"] / out["uncompressed_bytes_per_step"]
         )
