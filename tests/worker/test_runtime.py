@@ -15,7 +15,8 @@ from tessera_worker import hardware
 from tessera_worker.agent import Agent
 from tessera_worker.celery_app import run_task
 from tessera_worker.client import ControlPlane
-from tessera_worker.launcher import LaunchSettings
+from tessera_worker.launch import TaskLaunch
+from tessera_worker.launcher import LaunchSettings, Outcome
 from tessera_worker.runtime import ControlPlaneUnavailable, Runtime
 from tests.worker.plane import ADMIN, Plane
 
@@ -101,3 +102,17 @@ def test_a_task_delivered_while_the_control_plane_is_down_is_delivered_again(
         alice.execute(task)
     assert ControlPlaneUnavailable in run_task.autoretry_for
     assert plane.job(job_id)["attempts"][-1]["tasks"][0]["status"] == "assigned"
+
+
+def test_a_failure_is_reported_even_when_its_last_lines_are_refused(
+    plane: Plane, tmp_path: Path
+) -> None:
+    alice = runtime(plane, "alice", tmp_path)
+    long_job, refused_job = plane.create_job("alice"), plane.create_job("alice")
+    for job_id, rank, lines in ((long_job, 0, ["x" * 20_000, "tail"]), (refused_job, None, ["?"])):
+        launch = TaskLaunch.model_validate(alice.api.task(task_of(plane, job_id, "alice")))
+        alice._report(launch, Outcome("failed", "boom", rank, "alice", 1, lines))
+
+        assert plane.job(job_id)["status_reason"] == "party alice rank 0: boom"
+    logs = plane.client.get(f"/api/v1/jobs/{long_job}/logs", headers=ADMIN).json()["data"]
+    assert [len(line["message"]) for line in logs] == [16_000, 4]

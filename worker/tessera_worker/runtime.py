@@ -20,6 +20,7 @@ from tessera_worker.agent import Agent
 from tessera_worker.client import ApiError, ControlPlane
 from tessera_worker.launch import TERMINAL, Rendezvous, TaskLaunch
 from tessera_worker.launcher import LaunchSettings, Outcome, launch_ranks
+from tessera_worker.output import MAX_LINE
 
 
 class TaskAbort(Exception):
@@ -59,7 +60,7 @@ class Runtime:
         if launch.status in TERMINAL:
             return "skipped"
         if launch.status in {"starting", "running"}:
-            self._report(task_id, Outcome("failed", "the worker restarted while running the task"))
+            self._report(launch, Outcome("failed", "the worker restarted while running the task"))
             return "failed"
         with self.agent.track(task_id) as stop:
             outcome = self._run(launch, stop)
@@ -69,7 +70,7 @@ class Runtime:
                 # the party whose rank really failed reports first; the control plane keeps
                 # the first failure as the attempt's reason
                 stop.wait(self.peer_loss_delay_s)
-        self._report(task_id, outcome)
+        self._report(launch, outcome)
         return outcome.status
 
     def _run(self, launch: TaskLaunch, stop: threading.Event) -> Outcome:
@@ -122,19 +123,23 @@ class Runtime:
             stop.wait(self.rendezvous_poll_s)
         return None
 
-    def _report(self, task_id: str, outcome: Outcome) -> None:
+    def _report(self, launch: TaskLaunch, outcome: Outcome) -> None:
+        """Post the failed rank's last lines (best effort), then the task's status (retried)."""
         job_lines = [
-            {"rank": outcome.rank, "level": "error", "message": line, "time": _now()}
+            {"rank": outcome.rank, "level": "error", "message": line[:MAX_LINE], "time": _now()}
             for line in outcome.last_lines
         ]
         for attempt in range(20):
             try:
                 if job_lines:
-                    launch = TaskLaunch.model_validate(self.api.task(task_id))
-                    self.api.post_logs(launch.job_id, task_id, job_lines)
-                    job_lines = []
+                    try:
+                        self.api.post_logs(launch.job_id, launch.task_id, job_lines)
+                    except ApiError as exc:
+                        if exc.retryable:
+                            raise
+                    job_lines = []  # delivered, or refused for good: the status matters more
                 self.api.post_status(
-                    task_id,
+                    launch.task_id,
                     outcome.status,
                     reason=outcome.reason,
                     exit_code=outcome.exit_code,
