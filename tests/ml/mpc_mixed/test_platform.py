@@ -1,5 +1,7 @@
 """The algorithm as the platform runs it: five ranks on a real gloo world."""
 
+from pathlib import Path
+
 import torch
 
 from tessera_ml.algorithms.mpc_mixed import data
@@ -10,7 +12,9 @@ from tessera_ml.testing import run_algorithm
 from .test_spec import BASE
 
 
-def test_training_job_with_every_role_reveals_the_model_to_the_named_party() -> None:
+def test_training_job_with_every_role_reveals_the_model_to_the_named_party(
+    tmp_path: Path,
+) -> None:
     config = {
         "hidden": [8],
         "batch_size": 32,
@@ -20,7 +24,7 @@ def test_training_job_with_every_role_reveals_the_model_to_the_named_party() -> 
         "reveal_to": ["bob"],
         "learning_rate": 0.5,
     }
-    outcomes = run_algorithm("mpc_mixed", BASE, config, timeout_s=600)
+    outcomes = run_algorithm("mpc_mixed", BASE, config, checkpoint_dir=str(tmp_path), timeout_s=600)
     by_role = {o.role: o for o in outcomes}
     compute = [o for o in outcomes if o.role == "compute"]
     # bob plays compute (rank 1) and labels (rank 4): his first rank gets the model
@@ -47,3 +51,17 @@ def test_training_job_with_every_role_reveals_the_model_to_the_named_party() -> 
         assert torch.allclose(torch.tensor(model[name], dtype=torch.float64), value, atol=0.03), (
             name
         )
+
+    # every rank recorded the checkpoint step, so the platform can resume from it; the resumed
+    # job (nothing left to train) reveals the same model
+    assert all([c[0] for c in o.checkpoints] == [3] for o in outcomes)
+    resumed = run_algorithm(
+        "mpc_mixed",
+        BASE,
+        config,
+        checkpoint_dir=str(tmp_path),
+        resume_from=str(tmp_path / "step-000000003"),
+        timeout_s=600,
+    )
+    assert resumed[1].result["steps"] == 0
+    assert resumed[1].result["model"] == model

@@ -16,6 +16,7 @@ import os
 import threading
 from abc import ABC, abstractmethod
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -31,7 +32,7 @@ from tessera_ml.algorithms.mpc_mixed.material import (
 )
 from tessera_ml.comm.base import Communicator
 
-CMD_STOP, CMD_RECORD, CMD_BUNDLE = 0, 1, 2
+CMD_STOP, CMD_RECORD, CMD_BUNDLE, CMD_CHECKPOINT = 0, 1, 2, 3
 
 
 @dataclass
@@ -56,6 +57,9 @@ class Provider(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """No more phases."""
+
+    def checkpoint(self, step: int) -> None:  # noqa: B027 - optional hook
+        """The compute parties checkpointed at ``step``."""
 
 
 class LocalDealer:
@@ -214,6 +218,9 @@ class FetchingProvider(_Recording):
     def close(self) -> None:
         self._send(torch.tensor([CMD_STOP, 0], dtype=torch.int64))
 
+    def checkpoint(self, step: int) -> None:
+        self._send(torch.tensor([CMD_CHECKPOINT, step], dtype=torch.int64))
+
 
 def _bundle_bytes(reqs: list[Request]) -> int:
     total = 0
@@ -245,7 +252,12 @@ def _split_bundle(raw: torch.Tensor, reqs: list[Request]) -> list[list[torch.Ten
     return out
 
 
-def serve(comm: Communicator, party0: int, party1: int) -> dict[str, int]:
+def serve(
+    comm: Communicator,
+    party0: int,
+    party1: int,
+    on_checkpoint: Callable[[int], object] | None = None,
+) -> dict[str, int]:
     """The dealer rank's loop: seed party 0, then serve party 1 until it says stop."""
     seed0 = int.from_bytes(os.urandom(7), "little")
     fresh = torch.Generator().manual_seed(int.from_bytes(os.urandom(7), "little"))
@@ -276,6 +288,9 @@ def serve(comm: Communicator, party0: int, party1: int) -> dict[str, int]:
                 comm.send(_join_bundle([make(req)]), party1)
                 items += 1
             schedules[key] = recorded
+        elif op == CMD_CHECKPOINT:
+            if on_checkpoint is not None:
+                on_checkpoint(key)
         elif op == CMD_BUNDLE:
             schedule = schedules[key]
             comm.send(_join_bundle([make(r) for r in schedule]), party1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -64,19 +65,27 @@ def _precision(cfg: MpcMixedConfig) -> Precision:
 
 
 def _listeners(ctx: RankContext, roles: Roles) -> list[int]:
-    """Ranks that wait while the compute parties train: the labels party, and parties waiting
-    for the model. Compute rank 0 sends them a short header every step, so none of them sits in
-    one receive for the whole run."""
-    waiting = {r for r in _reveal_targets(ctx) if r not in roles.compute and r != roles.dealer}
-    return sorted(waiting | {roles.labels})
+    """The data holders, who wait while the compute parties train. Compute rank 0 sends them a
+    short header every step (and evaluation and checkpoint steps), so none of them sits in one
+    receive for the whole run."""
+    return sorted({roles.features, roles.labels})
+
+
+def _marker(ctx: RankContext) -> Callable[[int], object]:
+    """Ranks without state still record each checkpoint step, so a retry finds a step that
+    every rank reported."""
+    return lambda step: ctx.save_checkpoint(step, {"role": ctx.role})
 
 
 def _await_done(ctx: RankContext, roles: Roles) -> None:
     while True:
         header = torch.empty(3, dtype=torch.int64)
         ctx.comm.recv(header, roles.compute[0])
-        if int(header[0]) == MSG_DONE:
+        kind, step = int(header[0]), int(header[1])
+        if kind == MSG_DONE:
             return
+        if kind == MSG_EVAL:
+            _marker(ctx)(step)
 
 
 def _reveal_targets(ctx: RankContext) -> list[int]:
@@ -90,14 +99,14 @@ def run(ctx: RankContext) -> dict[str, Any] | None:
     if role == "compute":
         result = _compute(ctx, roles)
     elif role == "dealer":
-        result = {"dealer": serve(ctx.comm, roles.compute[0], roles.compute[1])}
+        result = {"dealer": serve(ctx.comm, roles.compute[0], roles.compute[1], _marker(ctx))}
     elif role == "features":
         result = _features(ctx, roles)
     elif role == "labels":
         result = _labels(ctx, roles)
     else:
         raise ValueError(f"mpc_mixed has no role {role!r}")
-    if role == "features" and ctx.rank in _listeners(ctx, roles):
+    if role == "features":
         _await_done(ctx, roles)
     if role != "compute" and ctx.rank in _reveal_targets(ctx):
         result["model"] = _receive_model(ctx, roles)
@@ -160,6 +169,7 @@ def _labels(ctx: RankContext, roles: Roles) -> dict[str, Any]:
             accuracy = float((probs.argmax(1) == split.test).double().mean())
             eval_loss = float(_cross_entropy(probs, split.test))
             ctx.reporter.metrics(step, {"accuracy": accuracy, "eval_loss": eval_loss})
+            _marker(ctx)(step)
     return {"test_accuracy": accuracy}
 
 
@@ -266,6 +276,7 @@ def _compute(ctx: RankContext, roles: Roles) -> dict[str, Any]:
         if step >= total or ctx.stop.is_set() or (epoch + 1) % cfg.eval_every_epochs == 0:
             _evaluate(ctx, roles, eng, prec, model, inputs, index, step)
             ctx.save_checkpoint(step, {"params": model.params, "epoch": epoch + 1, "step": step})
+            provider.checkpoint(step)
         if step >= total or ctx.stop.is_set():
             break
     _send_open(ctx, roles, index, MSG_DONE, step, torch.empty(0))
