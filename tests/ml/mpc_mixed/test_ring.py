@@ -24,7 +24,8 @@ def test_ring_rejects_unsupported_sizes() -> None:
     with pytest.raises(ValueError):
         Ring(16, 4)
     with pytest.raises(ValueError):
-        Ring(32, 30)
+        Ring(32, 15)
+    assert Ring(32, 14).frac == 14
 
 
 @pytest.mark.parametrize("bits", [32, 64])

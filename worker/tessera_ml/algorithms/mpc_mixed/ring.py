@@ -22,7 +22,8 @@ class Ring:
     def __post_init__(self) -> None:
         if self.bits not in (32, 64):
             raise ValueError(f"ring must be Z_2^32 or Z_2^64, not Z_2^{self.bits}")
-        if not 0 <= self.frac <= self.bits // 2 - 4:
+        # a product carries 2 * frac fractional bits and must stay below 2^(bits - 2)
+        if not 0 <= self.frac <= self.bits // 2 - 2:
             raise ValueError(f"{self.frac} fractional bits do not fit Z_2^{self.bits}")
 
     @property
