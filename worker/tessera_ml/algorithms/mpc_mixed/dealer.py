@@ -145,8 +145,8 @@ class _Recording(Provider):
         return shares
 
     def _fetch_unscheduled(self, req: Request) -> list[torch.Tensor]:
+        """A request outside any phase: a one-item phase that is never replayed."""
         self.begin(-1)
-        self._schedules.pop(-1, None)
         shares = self.get(req)
         self.end()
         self._schedules.pop(-1, None)

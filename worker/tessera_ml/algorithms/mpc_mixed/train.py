@@ -1,9 +1,9 @@
 """The rank entry point: compute parties train, the dealer serves, data holders share.
 
 Plan (role-table order): ranks 0 and 1 compute, then the dealer, the features party and the
-labels party. Data holders send each compute party one additive share of their data; the labels
-party also receives the (masked-by-nothing) softmax outputs it needs for the loss and accuracy it
-reports, since it owns the labels those are measured against.
+labels party. Data holders send each compute party one additive share of their data. The labels
+party also receives both shares of the softmax outputs of logged training batches and of the test
+set: it owns the labels the loss and accuracy are measured against, and reports them.
 """
 
 from __future__ import annotations
