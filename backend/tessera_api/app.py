@@ -12,6 +12,7 @@ from tessera_api.db import make_engine, make_session_factory
 from tessera_api.dispatch import Dispatcher, QueueDispatcher
 from tessera_api.errors import install_error_handlers
 from tessera_api.frontend import mount_dashboard
+from tessera_api.limits import BodySizeLimit
 from tessera_api.routes import algorithms, events, jobs, meta, parties, tasks, telemetry, workers
 from tessera_api.settings import Settings
 from tessera_ml.registry import all_specs
@@ -54,6 +55,7 @@ def create_app(
     app.state.dispatcher = dispatcher or QueueDispatcher()
     app.state.specs = dict(specs) if specs is not None else all_specs()
     install_error_handlers(app)
+    app.add_middleware(BodySizeLimit)
     app.include_router(api_router())
     mount_dashboard(app, settings.frontend_dist)
     return app

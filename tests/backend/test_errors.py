@@ -7,6 +7,7 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from tessera_api.app import create_app
+from tessera_api.limits import MAX_BODY_BYTES
 from tessera_api.settings import Settings
 from tests.backend.conftest import ADMIN_TOKEN, SPECS
 from tests.backend.factories import ADMIN, API
@@ -64,3 +65,15 @@ def test_unexpected_failures_are_problems_too(tmp_path: Path) -> None:
     client = TestClient(app, raise_server_exceptions=False)
     body = assert_problem(client.get("/api/v1/boom"), 500, "internal_error")
     assert "secret" not in str(body)
+
+
+def test_a_body_over_the_limit_is_refused_before_it_is_read(sqlite_client: TestClient) -> None:
+    body = b'{"task_id": "t", "lines": []}'.ljust(MAX_BODY_BYTES + 1)
+    headers = {**ADMIN, "Content-Type": "application/json"}
+    response = sqlite_client.post(f"{API}/jobs/x/logs", content=body, headers=headers)
+    assert_problem(response, 413, "payload_too_large")
+    chunks = (b" " * 2**20 for _ in range(MAX_BODY_BYTES // 2**20 + 1))  # no Content-Length
+    streamed = sqlite_client.post(f"{API}/jobs/x/logs", content=chunks, headers=headers)
+    assert_problem(streamed, 413, "payload_too_large")
+    small = sqlite_client.post(f"{API}/jobs/x/logs", content=body.strip(), headers=headers)
+    assert_problem(small, 404, "not_found")
