@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import signal
 import socket
 import subprocess
@@ -21,13 +20,8 @@ from pydantic import ValidationError
 from tessera_api.settings import DEFAULT_ADMIN_TOKEN, Settings
 from tessera_worker import procs
 from tessera_worker.broker import EMBEDDED, redact
+from tessera_worker.cli import SLUG, UsageError
 from tessera_worker.demo import DEMO_PARTIES, ensure_party, token_file
-
-SLUG = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
-
-
-class UsageError(Exception):
-    pass
 
 
 def parser() -> argparse.ArgumentParser:
