@@ -3,7 +3,9 @@ with the same initialisation and batches, all in one invocation.
 
 Each secure mode runs as a platform job (five ranks: two compute parties, dealer, features,
 labels) on a local gloo world. The modes run concurrently by default, so that all of them see
-the same machine load; ``--set sequential=1`` runs them one after another.
+the same machine load; ``--set sequential=1`` runs them one after another. With ``--netns`` each
+party is a simulated host behind a link shaped to ``--set rate_mbit=R`` (default 10 Mbit/s, a
+link between organisations), one testbed per mode.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from tessera_ml.algorithms.mpc_mixed.reference import PlainMlp
 from tessera_ml.algorithms.mpc_mixed.spec import MpcMixedConfig
 from tessera_ml.algorithms.mpc_mixed.train import initial_params
 from tessera_ml.bench.api import BenchArgs, BenchReport
+from tessera_ml.netns import Testbed
 from tessera_ml.testing import RankOutcome, run_algorithm
 
 ASSIGNMENTS = [
@@ -95,11 +98,24 @@ def bench(args: BenchArgs) -> BenchReport:
     summaries: dict[str, dict[str, float]] = {}
     errors: list[BaseException] = []
 
+    rate = float(args.extra.get("rate_mbit", 10.0))
+
     def one(mode: str) -> None:
         try:
-            summaries[mode] = _summarise(
-                run_algorithm("mpc_mixed", ASSIGNMENTS, configs[mode], timeout_s=1800)
-            )
+            if args.netns:
+                # one simulated host per party, a testbed per mode so modes never share a link
+                with Testbed(len({a["party"] for a in ASSIGNMENTS}), rate_mbit=rate) as testbed:
+                    outcomes = run_algorithm(
+                        "mpc_mixed",
+                        ASSIGNMENTS,
+                        configs[mode],
+                        timeout_s=3600,
+                        hosts="party",
+                        testbed=testbed,
+                    )
+            else:
+                outcomes = run_algorithm("mpc_mixed", ASSIGNMENTS, configs[mode], timeout_s=3600)
+            summaries[mode] = _summarise(outcomes)
         except BaseException as exc:
             errors.append(exc)
 
@@ -130,4 +146,8 @@ def bench(args: BenchArgs) -> BenchReport:
     results["step_cpu_ratio"] = results["step_cpu_s"] / results["all64_step_cpu_s"]
     params = {k: v for k, v in configs["mixed"].items() if k != "mode"}
     params["concurrent_modes"] = not sequential
+    params["netns"] = args.netns
+    if args.netns:
+        params["rate_mbit"] = rate
+        params["hosts"] = "one per party"
     return BenchReport(params=params, results=results)
