@@ -48,10 +48,13 @@ def _from_nvidia_smi() -> list[dict[str, Any]] | None:
     gpus = []
     for line in out.strip().splitlines():
         name, total, free = (part.strip() for part in line.rsplit(",", 2))
-        gpus.append(
-            {"name": name, "total_memory": int(total) * MIB, "free_memory": int(free) * MIB}
-        )
+        gpus.append({"name": name, "total_memory": _bytes(total), "free_memory": _bytes(free)})
     return gpus
+
+
+def _bytes(mib: str) -> int:
+    """A memory size nvidia-smi gave in MiB; 0 when it has none (``[N/A]``)."""
+    return int(mib) * MIB if mib.isdigit() else 0
 
 
 def _from_torch() -> list[dict[str, Any]]:
