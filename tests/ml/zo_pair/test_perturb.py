@@ -74,7 +74,10 @@ def test_central_difference_is_the_directional_derivative() -> None:
     for k in range(2):
         model.zero_grad()
         per_input_loss(model(x[k]), y[k], "classification", 1)[0].backward()
-        exact = sum(float((p.grad * source.draw(4, i)).sum()) for i, p in enumerate(source.params))
+        exact = 0.0
+        for i, p in enumerate(source.params):
+            assert p.grad is not None
+            exact += float((p.grad * source.draw(4, i)).sum())
         assert abs(float(estimate[k]) - exact) < 1e-6 * max(1.0, abs(exact))
 
 

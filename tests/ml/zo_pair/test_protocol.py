@@ -40,10 +40,10 @@ def _reference(n: int, directions: str) -> tuple[list[torch.Tensor], list[torch.
         with torch.no_grad():
             for i, p in enumerate(model.parameters()):
                 if directions == "shared":
-                    p -= LR * moves[0][0][i] * float(torch.stack(grads).mean())
+                    p.sub_(LR * moves[0][0][i] * float(torch.stack(grads).mean()))
                 else:
                     for z_pair, g_pair in moves:
-                        p -= LR * z_pair[i] * g_pair / len(moves)
+                        p.sub_(LR * z_pair[i] * g_pair / len(moves))
     return [p.detach() for p in model.parameters()], all_grads
 
 

@@ -66,7 +66,7 @@ def _params(args: BenchArgs) -> dict[str, Any]:
         "epsilon": float(extra.get("epsilon", 1e-3)),
         "directions": extra.get("directions", "per_pair"),
         "timed_steps": int(extra.get("timed_steps", 20 if args.quick else 60)),
-        "speed_model_hidden": [1024, 1024],
+        "speed_model_hidden": [1024, 1024] if args.quick else [2048, 2048],
         "speed_micro_batch": 16,
         "memory_model_hidden": [256] * 8,
         "memory_micro_batch": 512 if args.quick else 2048,
