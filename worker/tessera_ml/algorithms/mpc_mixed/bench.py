@@ -11,6 +11,7 @@ link between organisations), one testbed per mode.
 from __future__ import annotations
 
 import threading
+from contextlib import ExitStack
 from typing import Any
 
 import torch
@@ -100,34 +101,37 @@ def bench(args: BenchArgs) -> BenchReport:
 
     rate = float(args.extra.get("rate_mbit", 10.0))
 
+    testbeds: dict[str, Testbed] = {}
+
     def one(mode: str) -> None:
         try:
-            if args.netns:
-                # one simulated host per party, a testbed per mode so modes never share a link
-                with Testbed(len({a["party"] for a in ASSIGNMENTS}), rate_mbit=rate) as testbed:
-                    outcomes = run_algorithm(
-                        "mpc_mixed",
-                        ASSIGNMENTS,
-                        configs[mode],
-                        timeout_s=3600,
-                        hosts="party",
-                        testbed=testbed,
-                    )
-            else:
-                outcomes = run_algorithm("mpc_mixed", ASSIGNMENTS, configs[mode], timeout_s=3600)
+            outcomes = run_algorithm(
+                "mpc_mixed",
+                ASSIGNMENTS,
+                configs[mode],
+                timeout_s=3600,
+                hosts="party" if mode in testbeds else None,
+                testbed=testbeds.get(mode),
+            )
             summaries[mode] = _summarise(outcomes)
         except BaseException as exc:
             errors.append(exc)
 
-    if sequential:
-        for mode in MODES:
-            one(mode)
-    else:
-        threads = [threading.Thread(target=one, args=(m,)) for m in MODES]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+    with ExitStack() as stack:
+        if args.netns:
+            # one simulated host per party, and a testbed per mode so modes never share a link
+            parties = len({a["party"] for a in ASSIGNMENTS})
+            for mode in MODES:
+                testbeds[mode] = stack.enter_context(Testbed(parties, rate_mbit=rate))
+        if sequential:
+            for mode in MODES:
+                one(mode)
+        else:
+            threads = [threading.Thread(target=one, args=(m,)) for m in MODES]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
     if errors:
         raise errors[0]
     results: dict[str, Any] = {}
