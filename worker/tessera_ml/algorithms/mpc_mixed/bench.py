@@ -77,7 +77,7 @@ def _summarise(outcomes: list[RankOutcome]) -> dict[str, float]:
     compute = next(o for o in outcomes if o.role == "compute" and o.rank == 0)
     fetching = next(o for o in outcomes if o.role == "compute" and o.rank == 1)
     labels = next(o for o in outcomes if o.role == "labels")
-    return {
+    out = {
         "test_accuracy": float(labels.result["test_accuracy"]),
         "online_bytes_per_step": float(compute.result["online_bytes"]),
         "offline_bytes_per_step": float(fetching.result["offline_bytes"]),
@@ -91,6 +91,9 @@ def _summarise(outcomes: list[RankOutcome]) -> dict[str, float]:
         "offline_time_s": float(fetching.result["offline_time_s"]),
         "steps": float(compute.result["steps"]),
     }
+    if "link_online_bytes" in compute.result:
+        out["link_online_bytes_per_step"] = float(compute.result["link_online_bytes"])
+    return out
 
 
 def bench(args: BenchArgs) -> BenchReport:

@@ -32,6 +32,7 @@ from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 from tessera_ml.algorithms.mpc_mixed.spec import MpcMixedConfig
 from tessera_ml.context import RankContext
+from tessera_ml.netns import testbed_link_bytes
 
 PHASE_TRAIN, PHASE_EVAL = 1, 2
 MSG_DONE, MSG_LOSS, MSG_EVAL, MSG_STEP = 0, 1, 2, 3
@@ -302,6 +303,7 @@ def _one_step(
     index = eng.index
     t0 = time.perf_counter()
     eng.provider.begin(PHASE_TRAIN)
+    link0 = testbed_link_bytes()
     t1, cpu1 = time.perf_counter(), time.process_time()
     sent0, rounds0 = eng.peer.stats.snapshot()
     step_fn = cnn_train_step if cfg.model == "cnn" else train_step
@@ -315,6 +317,7 @@ def _one_step(
         cfg.learning_rate,
     )
     t2, cpu2 = time.perf_counter(), time.process_time()
+    link1 = testbed_link_bytes()
     eng.provider.end()
     sent1, rounds1 = eng.peer.stats.snapshot()
     record = {
@@ -325,6 +328,9 @@ def _one_step(
         "online_rounds": float(rounds1 - rounds0),
         "offline_bytes": float(eng.provider.stats.bytes_received),
     }
+    if link0 is not None and link1 is not None:
+        # this party's host link, read from the kernel during the online phase only
+        record["link_online_bytes"] = float(link1.sent - link0.sent)
     if (step + 1) % cfg.log_every == 0:
         _send_open(ctx, roles, index, MSG_LOSS, step, probs)
     else:
@@ -372,8 +378,9 @@ def _summary(steps: list[dict[str, float]], cfg: MpcMixedConfig) -> dict[str, An
     out: dict[str, Any] = {"steps": len(steps), "mode": cfg.mode}
     for key in ("step_time_s", "step_cpu_s", "offline_time_s"):
         out[key] = statistics.median(s[key] for s in steady) if steady else float("nan")
-    for key in ("online_bytes", "online_rounds"):
-        out[key] = sum(s[key] for s in steady) / max(len(steady), 1)
+    for key in ("online_bytes", "online_rounds", "link_online_bytes"):
+        if all(key in s for s in steady):
+            out[key] = sum(s[key] for s in steady) / max(len(steady), 1)
     if len(steps) > 1:
         out["offline_bytes"] = (steps[-1]["offline_bytes"] - steps[0]["offline_bytes"]) / (
             len(steps) - 1
