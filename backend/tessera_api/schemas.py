@@ -95,6 +95,15 @@ class WorkerRegister(Strict):
     accelerators: list[Accelerator] = Field(default_factory=list, max_length=64)
 
 
+class WorkerTaskPublic(BaseModel):
+    """A task a worker holds that has not finished."""
+
+    task_id: str
+    job_id: str
+    job_name: str
+    status: str
+
+
 class WorkerPublic(BaseModel):
     id: str
     party: str
@@ -107,6 +116,7 @@ class WorkerPublic(BaseModel):
     registered_at: datetime
     last_heartbeat: datetime
     online: bool
+    running_tasks: list[WorkerTaskPublic] = Field(default_factory=list)
 
 
 class Heartbeat(Strict):
@@ -148,6 +158,7 @@ class AssignmentPublic(BaseModel):
 class RankDevicePublic(BaseModel):
     rank: int
     device: str
+    role: str | None = Field(default=None, description="The rank's role in the job's plan")
 
 
 class TaskPublic(BaseModel):

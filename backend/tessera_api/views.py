@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from tessera_api.models import Attempt, Job, Party, Task, Worker
 from tessera_api.schemas import (
     Accelerator,
@@ -14,6 +16,7 @@ from tessera_api.schemas import (
     ResumePoint,
     TaskPublic,
     WorkerPublic,
+    WorkerTaskPublic,
 )
 
 
@@ -28,7 +31,9 @@ def party_public(party: Party) -> PartyPublic:
     )
 
 
-def worker_public(worker: Worker, *, online: bool) -> WorkerPublic:
+def worker_public(
+    worker: Worker, *, online: bool, running_tasks: Sequence[WorkerTaskPublic] = ()
+) -> WorkerPublic:
     return WorkerPublic(
         id=worker.id,
         party=worker.party.name,
@@ -41,15 +46,25 @@ def worker_public(worker: Worker, *, online: bool) -> WorkerPublic:
         registered_at=worker.registered_at,
         last_heartbeat=worker.last_heartbeat,
         online=online,
+        running_tasks=list(running_tasks),
     )
 
 
-def task_public(task: Task) -> TaskPublic:
+def rank_roles(attempt: Attempt) -> dict[int, str]:
+    """Each global rank's role, from the attempt's plan."""
+    return {int(slot["rank"]): str(slot["role"]) for slot in attempt.plan}
+
+
+def task_public(task: Task, roles: Mapping[int, str] | None = None) -> TaskPublic:
+    roles = rank_roles(task.attempt) if roles is None else roles
     return TaskPublic(
         id=task.id,
         party=task.party.name,
         worker_id=task.worker_id,
-        ranks=[RankDevicePublic.model_validate(r) for r in task.ranks],
+        ranks=[
+            RankDevicePublic.model_validate({**r, "role": roles.get(int(r["rank"]))})
+            for r in task.ranks
+        ],
         status=task.status,
         reason=task.reason,
         exit_code=task.exit_code,
@@ -77,7 +92,7 @@ def attempt_public(attempt: Attempt) -> AttemptPublic:
         failure_code=attempt.failure_code,
         failure_reason=attempt.failure_reason,
         resume_from=resume_point(attempt),
-        tasks=[task_public(t) for t in attempt.tasks],
+        tasks=[task_public(t, rank_roles(attempt)) for t in attempt.tasks],
     )
 
 

@@ -36,14 +36,20 @@ def list_workers(
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> Page[WorkerPublic]:
-    """List workers with their online status (a party token sees only its own)."""
+    """List workers with online status and unfinished tasks (a party sees only its own)."""
     rows, total = workers.list_workers(
         session, caller=caller, party=party, limit=limit, offset=offset
     )
     now = utcnow()
     after = settings.worker_offline_after_s
+    held = workers.unfinished_tasks(session, worker_ids=[w.id for w in rows])
     data = [
-        worker_public(w, online=workers.is_online(w, offline_after_s=after, now=now)) for w in rows
+        worker_public(
+            w,
+            online=workers.is_online(w, offline_after_s=after, now=now),
+            running_tasks=held.get(w.id, []),
+        )
+        for w in rows
     ]
     return Page[WorkerPublic](data=data, count=total)
 

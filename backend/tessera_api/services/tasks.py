@@ -8,13 +8,12 @@ from tessera_api.errors import Loc, conflict, forbidden, invalid, not_found
 from tessera_api.models import Job, Task
 from tessera_api.schemas import (
     LaunchDescription,
-    RankDevicePublic,
     Rendezvous,
     RendezvousIn,
 )
 from tessera_api.security import Caller
 from tessera_api.states import AttemptStatus
-from tessera_api.views import resume_point
+from tessera_api.views import rank_roles, resume_point, task_public
 
 
 def get_task(session: Session, *, task_id: str, caller: Caller) -> Task:
@@ -61,7 +60,7 @@ def launch_description(session: Session, *, task: Task) -> LaunchDescription:
         config=job.config,
         plan=attempt.plan,
         world_size=len(attempt.plan),
-        ranks=[RankDevicePublic.model_validate(r) for r in task.ranks],
+        ranks=task_public(task, rank_roles(attempt)).ranks,
         backend="nccl" if all_cuda else "gloo",
         rendezvous=rendezvous,
         resume_from=resume_point(attempt),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 
 from sqlalchemy import func, select
@@ -9,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from tessera_api.errors import forbidden, not_found
 from tessera_api.models import Attempt, Job, Party, Task, Worker, utcnow
-from tessera_api.schemas import Heartbeat, WorkerRegister
+from tessera_api.schemas import Heartbeat, WorkerRegister, WorkerTaskPublic
 from tessera_api.security import Caller
 from tessera_api.states import TASK_TERMINAL, AttemptStatus, JobStatus, TaskStatus
 
@@ -100,3 +101,22 @@ def must_stop(session: Session, *, task: Task) -> bool:
     job = session.get(Job, attempt.job_id)
     assert job is not None
     return JobStatus(job.status) is JobStatus.cancelling
+
+
+def unfinished_tasks(
+    session: Session, *, worker_ids: Sequence[str]
+) -> dict[str, list[WorkerTaskPublic]]:
+    """The tasks each worker holds that have not finished, with their job's id and name."""
+    rows = session.execute(
+        select(Task.worker_id, Task.id, Task.status, Job.id, Job.name)
+        .join(Attempt, Task.attempt_id == Attempt.id)
+        .join(Job, Attempt.job_id == Job.id)
+        .where(Task.worker_id.in_(worker_ids), Task.status.not_in([s.value for s in TASK_TERMINAL]))
+        .order_by(Task.created_at)
+    ).all()
+    held: dict[str, list[WorkerTaskPublic]] = {}
+    for worker_id, task_id, status, job_id, job_name in rows:
+        held.setdefault(worker_id, []).append(
+            WorkerTaskPublic(task_id=task_id, job_id=job_id, job_name=job_name, status=status)
+        )
+    return held
