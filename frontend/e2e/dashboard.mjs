@@ -104,6 +104,12 @@ await check("cancel a running job", async () => {
   await createJob("e2e-cancel", LONG_CONFIG);
   await page.waitForURL(/\/jobs\/[0-9a-f-]+$/);
   await waitForStatus("running");
+  const jobUrl = page.url();
+  // the workers page shows the running job on the workers that host it
+  await page.getByRole("link", { name: "Parties & workers" }).click();
+  await page.getByRole("link", { name: "e2e-cancel" }).first().waitFor();
+  if (process.env.PARTIES_SCREENSHOT) await page.screenshot({ path: process.env.PARTIES_SCREENSHOT, fullPage: true });
+  await page.goto(jobUrl);
   await page.getByRole("button", { name: "Cancel" }).click();
   await waitForStatus("cancelled", 30000);
 });

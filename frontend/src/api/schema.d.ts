@@ -437,7 +437,7 @@ export interface paths {
         };
         /**
          * List Workers
-         * @description List workers with their online status (a party token sees only its own).
+         * @description List workers with online status and unfinished tasks (a party sees only its own).
          */
         get: operations["workers-list_workers"];
         put?: never;
@@ -961,6 +961,11 @@ export interface components {
             device: string;
             /** Rank */
             rank: number;
+            /**
+             * Role
+             * @description The rank's role in the job's plan
+             */
+            role?: string | null;
         };
         /** Rendezvous */
         Rendezvous: {
@@ -1137,6 +1142,8 @@ export interface components {
              * Format: date-time
              */
             registered_at: string;
+            /** Running Tasks */
+            running_tasks?: components["schemas"]["WorkerTaskPublic"][];
             /** Torch Version */
             torch_version: string;
         };
@@ -1160,6 +1167,20 @@ export interface components {
              * @default
              */
             torch_version: string;
+        };
+        /**
+         * WorkerTaskPublic
+         * @description A task a worker holds that has not finished.
+         */
+        WorkerTaskPublic: {
+            /** Job Id */
+            job_id: string;
+            /** Job Name */
+            job_name: string;
+            /** Status */
+            status: string;
+            /** Task Id */
+            task_id: string;
         };
     };
     responses: never;

@@ -1,5 +1,7 @@
 const TONE: Record<string, string> = {
   pending: "neutral",
+  assigned: "neutral",
+  starting: "info",
   queued: "neutral",
   running: "info",
   cancelling: "warn",

@@ -126,7 +126,7 @@ export function JobDetailPage() {
               <tr key={t.id}>
                 <td>{t.party}</td>
                 <td className="mono">{t.ranks.map((r) => `${r.rank}@${r.device}`).join(", ")}</td>
-                <td>{[...new Set(t.ranks.map((r) => roleOfRank(j, r.rank)))].join(", ")}</td>
+                <td>{[...new Set(t.ranks.map((r) => r.role ?? "—"))].join(", ")}</td>
                 <td>
                   <StatusChip status={t.status} />
                 </td>
@@ -188,22 +188,9 @@ export function JobDetailPage() {
   );
 }
 
-function planOf(job: JobPublic): { rank: number; party: string; role: string }[] {
-  const out: { rank: number; party: string; role: string }[] = [];
-  for (const a of job.assignments) for (let p = 0; p < a.processes; p++) out.push({ rank: -1, party: a.party, role: a.role });
-  return out;
-}
-
 function partyOfRank(job: JobPublic, rank: number): string | undefined {
   const attempt = job.attempts[job.attempts.length - 1];
-  const task = attempt?.tasks.find((t) => t.ranks.some((r) => r.rank === rank));
-  return task?.party ?? planOf(job)[rank]?.party;
-}
-
-function roleOfRank(job: JobPublic, rank: number): string {
-  const party = partyOfRank(job, rank);
-  const roles = job.assignments.filter((a) => a.party === party).map((a) => a.role);
-  return roles.join("/");
+  return attempt?.tasks.find((t) => t.ranks.some((r) => r.rank === rank))?.party;
 }
 
 function lastValues(series: { name: string; rank: number; points: { value: number }[] }[], name: string): Map<number, number> {

@@ -1,5 +1,6 @@
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useState, type FormEvent } from "react";
+import { Link } from "react-router-dom";
 import { api, errorText, fieldErrors, unwrap, type Schemas } from "../api/client";
 import { useAuth } from "../auth";
 import { StatusChip } from "../components/StatusChip";
@@ -35,6 +36,7 @@ export function PartiesPage() {
                     <th>CPU / memory</th>
                     <th>Accelerators</th>
                     <th>torch</th>
+                    <th>Running tasks</th>
                   </tr>
                 </thead>
                 <tbody>
@@ -50,11 +52,20 @@ export function PartiesPage() {
                       </td>
                       <td>{w.accelerators.length ? w.accelerators.map((a) => `${a.name} (${formatBytes(a.free_memory)} / ${formatBytes(a.total_memory)} free)`).join("; ") : "—"}</td>
                       <td className="mono">{w.torch_version || "—"}</td>
+                      <td>
+                        {!w.running_tasks?.length
+                          ? "—"
+                          : w.running_tasks.map((t) => (
+                              <div key={t.task_id}>
+                                <Link to={`/jobs/${t.job_id}`}>{t.job_name}</Link> <StatusChip status={t.status} />
+                              </div>
+                            ))}
+                      </td>
                     </tr>
                   ))}
                   {own.length === 0 && (
                     <tr>
-                      <td colSpan={6} className="muted">
+                      <td colSpan={7} className="muted">
                         No worker registered.
                       </td>
                     </tr>
