@@ -34,6 +34,7 @@ class Settings(BaseSettings):
     mode: Mode = Mode.development
     broker_url: str = "redis://127.0.0.1:6379/0"
     worker_offline_after_s: float = Field(default=30.0, gt=0)
+    task_start_timeout_s: float = Field(default=300.0, gt=0)
     frontend_dist: Path | None = None
 
     @model_validator(mode="after")

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from tessera_api.scheduling.service import create_scheduled_app
 from tessera_api.settings import DEFAULT_ADMIN_TOKEN, Mode, Settings
 
 
@@ -16,10 +17,19 @@ def test_environment_prefix_and_sqlite_default(
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path))
     monkeypatch.setenv("TESSERA_ADMIN_TOKEN", "s3cret")
     monkeypatch.setenv("TESSERA_WORKER_OFFLINE_AFTER_S", "12.5")
+    monkeypatch.setenv("TESSERA_TASK_START_TIMEOUT_S", "45")
     monkeypatch.delenv("TESSERA_DATABASE_URL", raising=False)
     settings = Settings()
     assert settings.admin_token == "s3cret" and settings.worker_offline_after_s == 12.5
+    assert settings.task_start_timeout_s == 45
+    assert create_scheduled_app(settings).state.scheduler.start_timeout_s == 45
     assert settings.resolved_database_url == f"sqlite:///{tmp_path / 'tessera.db'}"
+
+
+def test_the_task_start_timeout_defaults_to_five_minutes_and_must_be_positive() -> None:
+    assert Settings().task_start_timeout_s == 300
+    with pytest.raises(ValidationError, match="task_start_timeout_s"):
+        Settings(task_start_timeout_s=0)
 
 
 @pytest.mark.parametrize("token", ["", DEFAULT_ADMIN_TOKEN, "short"])

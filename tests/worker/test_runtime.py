@@ -7,6 +7,7 @@ died fails the attempt, and a task whose job is being cancelled stops without la
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -72,7 +73,7 @@ def test_a_task_started_by_a_worker_that_died_fails_the_attempt(
     assert not alice.launch.log_dir(task).exists()
 
 
-def test_a_task_of_a_cancelling_job_stops_without_launching_ranks(
+def test_a_task_cancelled_before_it_started_is_skipped_without_launching_ranks(
     plane: Plane,
     tmp_path: Path,
 ) -> None:
@@ -84,10 +85,32 @@ def test_a_task_of_a_cancelling_job_stops_without_launching_ranks(
     response = plane.client.post(f"/api/v1/jobs/{job_id}/cancel", headers=ADMIN)
     assert response.json()["status"] == "cancelling"
 
-    assert alice.execute(mine) == "cancelled"
+    assert alice.execute(mine) == "skipped"
     assert not alice.launch.log_dir(mine).exists()
     report(plane, "bob", theirs, "cancelled")
     assert plane.job(job_id)["status"] == "cancelled"
+
+
+def test_a_task_cancelled_after_the_worker_fetched_it_launches_no_ranks(
+    plane: Plane, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    alice = runtime(plane, "alice", tmp_path)
+    job_id = plane.create_job("alice")
+    task = task_of(plane, job_id, "alice")
+    fetch = alice.api.task
+
+    def fetch_then_cancel(task_id: str) -> dict[str, Any]:
+        launch = fetch(task_id)
+        response = plane.client.post(f"/api/v1/jobs/{job_id}/cancel", headers=ADMIN)
+        assert response.json()["status"] == "cancelled"
+        return launch
+
+    monkeypatch.setattr(alice.api, "task", fetch_then_cancel)
+    assert alice.execute(task) == "cancelled"
+    assert not alice.launch.log_dir(task).exists()
+    job = plane.job(job_id)
+    assert job["status"] == "cancelled"
+    assert job["attempts"][-1]["tasks"][0]["status"] == "cancelled"
 
 
 def test_a_task_delivered_while_the_control_plane_is_down_is_delivered_again(

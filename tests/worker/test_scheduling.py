@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from tessera_api.models import Worker, utcnow
+from tessera_api.models import Job, Worker, utcnow
 from tessera_worker import hardware
 from tessera_worker.agent import Agent
 from tessera_worker.client import ControlPlane
@@ -29,8 +29,8 @@ def test_a_job_waits_for_a_party_then_starts_when_its_worker_registers(plane: Pl
     assert job["status"] == "running"
     tasks = {t["party"]: t for t in job["attempts"][-1]["tasks"]}
     assert {p: (t["worker_id"], t["ranks"]) for p, t in tasks.items()} == {
-        "alice": (alice, [{"rank": 0, "device": "cpu"}]),
-        "bob": (bob, [{"rank": 1, "device": "cpu"}]),
+        "alice": (alice, [{"rank": 0, "device": "cpu", "role": "trainer"}]),
+        "bob": (bob, [{"rank": 1, "device": "cpu", "role": "trainer"}]),
     }
     assert sorted((s["party"], s["worker_id"], s["task_id"]) for s in plane.sender.sent) == [
         ("alice", alice, tasks["alice"]["id"]),
@@ -92,10 +92,68 @@ def test_the_heartbeat_reply_stops_the_tasks_of_a_cancelled_job(plane: Plane) ->
     (mine,) = [t["id"] for t in tasks if t["worker_id"] == alice]
 
     with agent.track(mine) as stop:
+        api.post_status(mine, "running")
         assert agent.beat() == []
         assert not stop.is_set()
         response = plane.client.post(f"/api/v1/jobs/{job_id}/cancel", headers=ADMIN)
         assert response.status_code == 200, response.text
         assert agent.beat() == [mine]
         assert stop.is_set()
-    assert plane.job(job_id)["status"] == "cancelling"
+    job = plane.job(job_id)
+    assert job["status"] == "cancelling"
+    statuses = {t["id"]: t["status"] for t in job["attempts"][-1]["tasks"]}
+    assert statuses.pop(mine) == "running"
+    assert list(statuses.values()) == ["cancelled"]  # bob's, never started
+
+
+def _assigned_ago(plane: Plane, job_id: str, seconds: float) -> None:
+    """Backdate every task of the job's current attempt, as if placed ``seconds`` ago."""
+    with plane.client.app.state.session_factory() as session:  # type: ignore[attr-defined]
+        job = session.get(Job, job_id)
+        for task in job.attempts[-1].tasks:
+            task.created_at = utcnow() - timedelta(seconds=seconds)
+        session.commit()
+
+
+def test_a_task_its_online_worker_never_starts_fails_the_attempt_after_the_timeout(
+    plane: Plane,
+) -> None:
+    plane.register("alice", "a1")
+    plane.register("bob", "b1")
+    job_id = plane.create_job("alice", "bob")
+    tasks = {t["party"]: t["id"] for t in plane.job(job_id)["attempts"][-1]["tasks"]}
+    auth = {"Authorization": f"Bearer {plane.tokens['alice']}"}
+    started = plane.client.post(
+        f"/api/v1/tasks/{tasks['alice']}/status", json={"status": "running"}, headers=auth
+    )
+    assert started.status_code == 200, started.text
+    timeout = plane.scheduler.start_timeout_s
+    assert timeout == 300
+
+    _assigned_ago(plane, job_id, timeout - 5)
+    plane.scheduler.tick()
+    assert plane.job(job_id)["status"] == "running"
+
+    _assigned_ago(plane, job_id, timeout + 1)
+    plane.scheduler.tick()
+    job = plane.job(job_id)
+    assert job["status"] == "failed"
+    reason = "worker b1 of party bob did not start its task within 300 s"
+    assert job["status_reason"] == f"party bob rank 1: {reason}"
+    statuses = {t["party"]: (t["status"], t["reason"]) for t in job["attempts"][-1]["tasks"]}
+    assert statuses == {"alice": ("running", None), "bob": ("failed", reason)}
+
+
+def test_a_started_task_is_never_failed_by_the_start_timeout(plane: Plane) -> None:
+    plane.register("alice", "a1")
+    job_id = plane.create_job("alice")
+    (task,) = plane.job(job_id)["attempts"][-1]["tasks"]
+    auth = {"Authorization": f"Bearer {plane.tokens['alice']}"}
+    plane.client.post(
+        f"/api/v1/tasks/{task['id']}/status", json={"status": "starting"}, headers=auth
+    )
+    _assigned_ago(plane, job_id, plane.scheduler.start_timeout_s * 10)
+
+    plane.scheduler.tick()
+
+    assert plane.job(job_id)["status"] == "running"

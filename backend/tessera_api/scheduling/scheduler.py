@@ -2,8 +2,9 @@
 
 ``submit`` queues a job and tries to place it at once; a background loop retries every queued
 job (so a job waiting for a party's worker starts when one comes online), fails the attempt of a
-running job whose worker went offline, and cancels tasks a cancelled job's offline worker never
-picked up. Messages are sent only after the transaction that created their tasks committed.
+running job whose worker went offline or never started its task in time, and cancels the tasks
+a cancelling job's offline worker can no longer stop. Messages are sent only after the
+transaction that created their tasks committed.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from tessera_api.scheduling.broker import TaskSender
 from tessera_api.scheduling.placement import Waiting, WorkerView, place
 from tessera_api.services.lifecycle import (
     current_attempt,
+    lock_job,
     queue_job,
     queued_jobs,
     report_task_status,
@@ -54,11 +56,13 @@ class Scheduler:
         sender: TaskSender,
         *,
         offline_after_s: float,
+        start_timeout_s: float = 300.0,
         interval_s: float = 1.0,
     ) -> None:
         self._sessions = session_factory
         self._sender = sender
         self.offline_after_s = offline_after_s
+        self.start_timeout_s = start_timeout_s
         self.interval_s = interval_s
         self._lock = threading.RLock()
         self._wake = threading.Event()
@@ -101,7 +105,7 @@ class Scheduler:
             self._wake.clear()
 
     def tick(self) -> None:
-        """One pass: place queued jobs, fail work lost with its worker, settle cancels."""
+        """One pass: place queued jobs, fail tasks lost with their worker or never started."""
         with self._lock, self._sessions() as session:
             outgoing: list[Outgoing] = []
             for job in queued_jobs(session):
@@ -162,27 +166,44 @@ class Scheduler:
         ]
 
     def _fail_lost_tasks(self, session: Session) -> None:
-        since = _utcnow() - timedelta(seconds=self.offline_after_s)
+        """End the live tasks whose worker went offline or never started them in time."""
         for task in self._live_tasks(session):
-            worker = session.get(Worker, task.worker_id)
-            if worker is None or worker.last_heartbeat >= since:
+            if self._lost_reason(session, task) is None:
                 continue
             attempt = session.get(Attempt, task.attempt_id)
             assert attempt is not None
-            job = session.get(Job, attempt.job_id)
-            assert job is not None
+            job = lock_job(session, job_id=attempt.job_id)
+            reason = self._lost_reason(session, task)  # read again under the job's lock
+            if reason is None:
+                continue
             stopping = JobStatus(job.status) is JobStatus.cancelling
             try:
                 report_task_status(
                     session,
                     task=task,
                     status=TaskStatus.cancelled if stopping else TaskStatus.failed,
-                    reason=f"worker {worker.hostname} went offline",
+                    reason=reason,
                     exit_code=None,
                     rank=None,
                 )
             except ApiError as exc:  # the task ended meanwhile
-                log.info("task %s not failed: %s", task.id, exc.detail)
+                log.info("task %s not ended: %s", task.id, exc.detail)
+
+    def _lost_reason(self, session: Session, task: Task) -> str | None:
+        """Why a live task can no longer run, or None while it may."""
+        worker = session.get(Worker, task.worker_id)
+        if worker is None or TaskStatus(task.status) in TASK_TERMINAL:
+            return None
+        now = _utcnow()
+        if worker.last_heartbeat < now - timedelta(seconds=self.offline_after_s):
+            return f"worker {worker.hostname} went offline"
+        overdue = now - task.created_at > timedelta(seconds=self.start_timeout_s)
+        if TaskStatus(task.status) is TaskStatus.assigned and overdue:
+            return (
+                f"worker {worker.hostname} of party {task.party.name} did not start its task "
+                f"within {self.start_timeout_s:g} s"
+            )
+        return None
 
     def _send(self, outgoing: list[Outgoing]) -> None:
         """Publish each message; one the broker refused is tried again on the next pass."""

@@ -22,6 +22,7 @@ def create_scheduled_app(settings: Settings) -> FastAPI:
         lambda: sessions[0](),
         CelerySender(settings.broker_url, settings.home),
         offline_after_s=settings.worker_offline_after_s,
+        start_timeout_s=settings.task_start_timeout_s,
     )
     app = create_app(settings, dispatcher=scheduler)
     sessions.append(app.state.session_factory)

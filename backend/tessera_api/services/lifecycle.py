@@ -263,13 +263,23 @@ def _settle_cancel(session: Session, *, job: Job) -> None:
 
 
 def cancel_job(session: Session, *, job: Job) -> Job:
-    """pending/queued → cancelled; running → cancelling until its tasks stop (or at once)."""
+    """pending/queued → cancelled; running → cancelling until its started tasks stop.
+
+    Tasks still ``assigned`` (their message waits in a worker's queue) are cancelled at once: a
+    worker that picks one up later skips it, or is refused ``starting``, and launches nothing.
+    With no started task left the job is cancelled at once.
+    """
     job = lock_job(session, job_id=job.id)
     attempt = current_attempt(job)
     status = JobStatus(job.status)
     if status is JobStatus.cancelling:
         raise conflict("illegal_transition", f"job {job.id} is cancelling already")
     if status is JobStatus.running:
+        for task in attempt.tasks:
+            if TaskStatus(task.status) is TaskStatus.assigned:
+                reason = "cancelled before it started"
+                move_task(session, task=task, job_id=job.id, to=TaskStatus.cancelled, reason=reason)
+                task.reason = reason
         live = [t for t in attempt.tasks if TaskStatus(t.status) not in TASK_TERMINAL]
         if live:
             move_job(session, job=job, to=JobStatus.cancelling, reason="cancel requested")

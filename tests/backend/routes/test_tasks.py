@@ -23,7 +23,7 @@ def test_launch_description_and_rendezvous(client: TestClient) -> None:
     launch = client.get(f"{API}/tasks/{job.bob_task}", headers=job.bob.auth).json()
     assert launch["job_id"] == job.id and launch["attempt"] == 1
     assert launch["world_size"] == 2 and launch["backend"] == "gloo"
-    assert launch["ranks"] == [{"rank": 1, "device": "cpu"}]
+    assert launch["ranks"] == [{"rank": 1, "device": "cpu", "role": "trainer"}]
     assert [s["party"] for s in launch["plan"]] == [job.alice.name, job.bob.name]
     assert launch["rendezvous"] is None and launch["resume_from"] is None
     not_zero = client.post(
@@ -92,8 +92,10 @@ def test_a_failed_task_fails_the_job_naming_party_rank_and_error(client: TestCli
     assert get_job(client, job.id)["status"] == "failed"
 
 
-def test_cancelling_waits_for_the_tasks_to_stop(client: TestClient) -> None:
+def test_cancelling_waits_for_the_started_tasks_to_stop(client: TestClient) -> None:
     job = running_job(client)
+    report(client, job.alice, job.alice_task, status="running")
+    report(client, job.bob, job.bob_task, status="starting")
     assert heartbeat(client, job.alice.auth, job.alice_worker, [job.alice_task]) == []
     response = client.post(f"{API}/jobs/{job.id}/cancel", headers=job.alice.auth)
     assert response.json()["status"] == "cancelling"
@@ -107,17 +109,33 @@ def test_cancelling_waits_for_the_tasks_to_stop(client: TestClient) -> None:
     assert state["attempts"][0]["status"] == "cancelled"
 
 
+def test_a_cancel_ends_the_tasks_that_never_started_at_once(client: TestClient) -> None:
+    job = running_job(client)
+    response = client.post(f"{API}/jobs/{job.id}/cancel", headers=ADMIN)
+    assert response.json()["status"] == "cancelled"
+    state = get_job(client, job.id)
+    assert state["attempts"][0]["status"] == "cancelled"
+    tasks = state["attempts"][0]["tasks"]
+    assert [(t["status"], t["reason"]) for t in tasks] == [
+        ("cancelled", "cancelled before it started")
+    ] * 2
+    assert heartbeat(client, job.bob.auth, job.bob_worker, [job.bob_task]) == [job.bob_task]
+
+
 def test_a_task_picked_up_after_its_job_stopped_may_not_start(client: TestClient) -> None:
     job = running_job(client)
     report(client, job.alice, job.alice_task, status="running")
     client.post(f"{API}/jobs/{job.id}/cancel", headers=ADMIN)
+    tasks = {t["id"]: t["status"] for t in get_job(client, job.id)["attempts"][0]["tasks"]}
+    assert tasks == {job.alice_task: "running", job.bob_task: "cancelled"}
     late = client.post(
         f"{API}/tasks/{job.bob_task}/status", json={"status": "starting"}, headers=job.bob.auth
     )
     assert late.status_code == 409 and late.json()["code"] == "attempt_not_running"
     assert "cancelling" in late.json()["detail"]
     report(client, job.alice, job.alice_task, status="running")  # a repeat changes nothing
-    report(client, job.bob, job.bob_task, status="cancelled")
+    report(client, job.bob, job.bob_task, status="cancelled")  # the worker's answer to the 409
+    assert get_job(client, job.id)["status"] == "cancelling"
     report(client, job.alice, job.alice_task, status="cancelled")
     assert get_job(client, job.id)["status"] == "cancelled"
 
@@ -128,11 +146,12 @@ def test_a_late_report_of_a_previous_attempt_leaves_the_cancel_of_the_current_on
     job = running_job(client)
     report(client, job.alice, job.alice_task, status="failed", reason="boom", rank=0)
     assert client.post(f"{API}/jobs/{job.id}/retry", headers=ADMIN).status_code == 200
-    start(
+    second = start(
         client,
         job.id,
         {job.alice.name: (job.alice_worker, [0]), job.bob.name: (job.bob_worker, [1])},
     )
+    report(client, job.alice, second[0], status="running")
     response = client.post(f"{API}/jobs/{job.id}/cancel", headers=ADMIN)
     assert response.json()["status"] == "cancelling"
 

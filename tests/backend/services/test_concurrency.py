@@ -85,7 +85,7 @@ def test_two_tasks_finishing_together_succeed_the_job(client: TestClient) -> Non
     assert (state["status"], state["attempts"][0]["status"]) == ("succeeded", "succeeded")
 
 
-def test_a_cancel_during_placement_waits_and_stops_the_started_attempt(
+def test_a_cancel_during_placement_waits_and_cancels_the_started_attempt(
     client: TestClient,
 ) -> None:
     party = create_party(client)
@@ -104,7 +104,8 @@ def test_a_cancel_during_placement_waits_and_stops_the_started_attempt(
     _while_uncommitted(first, cancel, client)
 
     state = get_job(client, job["id"])
-    assert (state["status"], state["attempts"][0]["status"]) == ("cancelling", "running")
+    assert (state["status"], state["attempts"][0]["status"]) == ("cancelled", "cancelled")
+    assert [t["status"] for t in state["attempts"][0]["tasks"]] == ["cancelled"]
 
 
 def _ingest(task_id: str, step: int) -> Callable[[Session], None]:
