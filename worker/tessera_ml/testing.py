@@ -16,18 +16,22 @@ import importlib
 import os
 import queue
 import socket
+import threading
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import torch.multiprocessing as mp
 
 from tessera_ml.comm.base import Communicator
-from tessera_ml.report import MetricPoint
+from tessera_ml.context import RankContext, StopSignal
+from tessera_ml.report import MemoryReporter, MetricPoint, Reporter
 
 if TYPE_CHECKING:
     from tessera_ml.netns import Testbed
+    from tessera_ml.spec import AlgorithmConfig, AlgorithmSpec, RankSlot
 
 
 class WorldError(RuntimeError):
@@ -214,6 +218,70 @@ class RankOutcome:
         return [(p.step, p.value) for p in self.points if p.name == name]
 
 
+def _registered(name: str) -> AlgorithmSpec:
+    from tessera_ml.registry import get_spec
+
+    spec = get_spec(name)
+    if spec is None:
+        raise KeyError(f"no algorithm named {name!r}")
+    return spec
+
+
+def plan_job(
+    name: str, assignments: Sequence[dict[str, Any]], config: dict[str, Any]
+) -> tuple[AlgorithmSpec, AlgorithmConfig, list[RankSlot]]:
+    """The registered algorithm ``name``, its parsed config and its rank plan, as the control
+    plane makes them from ``assignments`` and ``config``."""
+    from tessera_ml.spec import Assignment
+
+    spec = _registered(name)
+    cfg = spec.parse_config(config)
+    plan = spec.make_plan([Assignment.model_validate(a) for a in assignments], cfg)
+    return spec, cfg, plan
+
+
+def rank_context(
+    comm: Communicator,
+    name: str,
+    assignments: Sequence[dict[str, Any]],
+    config: dict[str, Any],
+    *,
+    reporter: Reporter | None = None,
+    stop: StopSignal | None = None,
+    checkpoint_dir: str | Path | None = None,
+    resume_from: str | Path | None = None,
+    data_root: str | Path | None = None,
+) -> RankContext:
+    """The ``RankContext`` this rank of ``comm`` gets for a job planned by ``plan_job``.
+
+    Without a ``reporter`` the context records into a fresh ``MemoryReporter``; without a
+    ``stop`` signal it is never asked to stop. Several jobs can run one after another in one
+    world, each with its own context.
+    """
+    _, cfg, plan = plan_job(name, assignments, config)
+    return RankContext(
+        rank=comm.rank,
+        world_size=comm.world_size,
+        slot=plan[comm.rank],
+        plan=plan,
+        config=cfg,
+        comm=comm,
+        device=comm.device,
+        reporter=reporter if reporter is not None else MemoryReporter(),
+        stop=stop if stop is not None else threading.Event(),
+        checkpoint_dir=Path(checkpoint_dir) if checkpoint_dir else None,
+        resume_from=Path(resume_from) if resume_from else None,
+        data_root=Path(data_root) if data_root else None,
+    )
+
+
+def entry_point(name: str) -> Callable[[RankContext], Any]:
+    """The function the platform calls on every rank of a job of algorithm ``name``."""
+    module_name, func_name = _registered(name).entry_point.split(":")
+    entry: Callable[[RankContext], Any] = getattr(importlib.import_module(module_name), func_name)
+    return entry
+
+
 def _algorithm_rank(
     comm: Communicator,
     name: str,
@@ -223,34 +291,18 @@ def _algorithm_rank(
     resume_from: str | None,
     data_root: str | None = None,
 ) -> RankOutcome:
-    from pathlib import Path
-
-    from tessera_ml.context import RankContext
-    from tessera_ml.registry import get_spec
-    from tessera_ml.report import MemoryReporter
-    from tessera_ml.spec import Assignment
-
-    spec = get_spec(name)
-    assert spec is not None, name
-    cfg = spec.parse_config(config)
-    plan = spec.make_plan([Assignment.model_validate(a) for a in assignments], cfg)
     reporter = MemoryReporter()
-    ctx = RankContext(
-        rank=comm.rank,
-        world_size=comm.world_size,
-        slot=plan[comm.rank],
-        plan=plan,
-        config=cfg,
-        comm=comm,
-        device=comm.device,
+    ctx = rank_context(
+        comm,
+        name,
+        assignments,
+        config,
         reporter=reporter,
-        checkpoint_dir=Path(checkpoint_dir) if checkpoint_dir else None,
-        resume_from=Path(resume_from) if resume_from else None,
-        data_root=Path(data_root) if data_root else None,
+        checkpoint_dir=checkpoint_dir,
+        resume_from=resume_from,
+        data_root=data_root,
     )
-    module_name, func_name = spec.entry_point.split(":")
-    entry = getattr(importlib.import_module(module_name), func_name)
-    result = entry(ctx)
+    result = entry_point(name)(ctx)
     return RankOutcome(
         rank=comm.rank,
         role=ctx.role,
@@ -284,14 +336,7 @@ def run_algorithm(
     ``in_process=True`` runs the ranks as threads over a ``LocalCommunicator`` instead: fast,
     for protocol tests, but not a substitute for a real world.
     """
-    from tessera_ml.registry import get_spec
-    from tessera_ml.spec import Assignment
-
-    spec = get_spec(name)
-    if spec is None:
-        raise KeyError(f"no algorithm named {name!r}")
-    cfg = spec.parse_config(config or {})
-    plan = spec.make_plan([Assignment.model_validate(a) for a in assignments], cfg)
+    _, _, plan = plan_job(name, assignments, config or {})
     if in_process:
         if testbed is not None:
             raise ValueError("a testbed places processes; it cannot be used in_process")
@@ -330,8 +375,11 @@ __all__ = [
     "Communicator",
     "RankOutcome",
     "WorldError",
+    "entry_point",
     "free_port",
     "hosts_by_party",
+    "plan_job",
+    "rank_context",
     "run_algorithm",
     "run_world",
 ]
