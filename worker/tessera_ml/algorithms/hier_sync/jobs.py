@@ -7,7 +7,6 @@ its registered entry point. Sharing one world keeps the tests and the quick benc
 
 from __future__ import annotations
 
-import importlib
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,10 +15,8 @@ from typing import Any
 import torch
 
 from tessera_ml.comm.base import Communicator
-from tessera_ml.context import RankContext
-from tessera_ml.registry import get_spec
 from tessera_ml.report import MemoryReporter
-from tessera_ml.spec import Assignment
+from tessera_ml.testing import entry_point, rank_context
 
 
 @dataclass(frozen=True)
@@ -45,28 +42,21 @@ def run_jobs(comm: Communicator, jobs: list[Job]) -> dict[str, JobOutcome]:
     outcomes = {}
     for job in jobs:
         comm.stats.reset()
-        spec = get_spec(job.algorithm)
-        assert spec is not None
-        config = spec.parse_config(job.config)
-        plan = spec.make_plan([Assignment.model_validate(a) for a in job.assignments], config)
         reporter = MemoryReporter()
         stop = threading.Event()
         if job.stop is not None and job.stop[0] == comm.rank:
             stop = _StopAfter(reporter, job.stop[1])
-        ctx = RankContext(
-            rank=comm.rank,
-            world_size=comm.world_size,
-            slot=plan[comm.rank],
-            plan=plan,
-            config=config,
-            comm=comm,
+        ctx = rank_context(
+            comm,
+            job.algorithm,
+            job.assignments,
+            job.config,
             reporter=reporter,
             stop=stop,
-            checkpoint_dir=Path(job.checkpoint_dir) if job.checkpoint_dir else None,
-            resume_from=Path(job.resume_from) if job.resume_from else None,
+            checkpoint_dir=job.checkpoint_dir,
+            resume_from=job.resume_from,
         )
-        module, function = spec.entry_point.split(":")
-        result = getattr(importlib.import_module(module), function)(ctx)
+        result = entry_point(job.algorithm)(ctx)
         series: dict[str, list[tuple[int, float]]] = {}
         for point in reporter.points:
             series.setdefault(point.name, []).append((point.step, point.value))
