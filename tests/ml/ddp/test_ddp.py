@@ -14,12 +14,11 @@ from tessera_ml.algorithms.ddp.spec import SPEC, DDPConfig
 from tessera_ml.algorithms.ddp.train import batch_indices, run
 from tessera_ml.comm.base import Communicator
 from tessera_ml.comm.local import run_local
-from tessera_ml.context import RankContext
 from tessera_ml.data import resolve, shard_rows
 from tessera_ml.models import build_model
 from tessera_ml.report import MemoryReporter
-from tessera_ml.spec import Assignment, PlanError
-from tessera_ml.testing import run_algorithm
+from tessera_ml.spec import PlanError
+from tessera_ml.testing import rank_context, run_algorithm
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -119,16 +118,12 @@ class _StopAfter:
 
 
 def _rank(comm: Communicator, checkpoint_dir: Path) -> tuple[dict[str, Any], MemoryReporter]:
-    cfg = SPEC.parse_config({**CONFIG, "steps": 100, "checkpoint_interval": 50})
-    plan = SPEC.make_plan([Assignment.model_validate(a) for a in TWO_PARTIES], cfg)
     reporter = MemoryReporter()
-    ctx = RankContext(
-        rank=comm.rank,
-        world_size=comm.world_size,
-        slot=plan[comm.rank],
-        plan=plan,
-        config=cfg,
-        comm=comm,
+    ctx = rank_context(
+        comm,
+        "ddp",
+        TWO_PARTIES,
+        {**CONFIG, "steps": 100, "checkpoint_interval": 50},
         reporter=reporter,
         stop=_StopAfter(4),
         checkpoint_dir=checkpoint_dir,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +10,7 @@ import torch
 from tessera_ml.algorithms.param_server.clicklog import ClickLog
 from tessera_ml.algorithms.param_server.hashing import shard_of
 from tessera_ml.comm.base import Communicator
-from tessera_ml.testing import run_world
+from tessera_ml.testing import entry_point, rank_context, run_world
 
 ASSIGNMENTS: list[dict[str, Any]] = [
     {"party": "alice", "role": "server", "processes": 2},
@@ -68,38 +67,26 @@ def _jobs(comm: Communicator, jobs: list[tuple[dict[str, Any], str | None, str |
 
     Each job is planned and started exactly as ``tessera_ml.testing.run_algorithm`` does it.
     """
-    from tessera_ml.context import RankContext
-    from tessera_ml.registry import get_spec
     from tessera_ml.report import MemoryReporter
-    from tessera_ml.spec import Assignment
 
-    spec = get_spec("param_server")
-    assert spec is not None
-    module, func = spec.entry_point.split(":")
-    entry = getattr(importlib.import_module(module), func)
+    entry = entry_point("param_server")
     outcomes = []
     for config, checkpoint_dir, resume_from in jobs:
         dataset, stop_after = config.get("dataset"), config.get("stop_after")
-        cfg = spec.parse_config(
-            {k: v for k, v in config.items() if k not in ("dataset", "stop_after")}
-        )
         assignments = [
             {**a, "dataset": dataset} if a["role"] == "worker" else a for a in ASSIGNMENTS
         ]
-        plan = spec.make_plan([Assignment.model_validate(a) for a in assignments], cfg)
         comm.stats.reset()
         reporter = MemoryReporter()
-        ctx = RankContext(
-            rank=comm.rank,
-            world_size=comm.world_size,
-            slot=plan[comm.rank],
-            plan=plan,
-            config=cfg,
-            comm=comm,
+        ctx = rank_context(
+            comm,
+            "param_server",
+            assignments,
+            {k: v for k, v in config.items() if k not in ("dataset", "stop_after")},
             reporter=reporter,
             stop=_StopAfter(stop_after if stop_after is not None else 1 << 62),
-            checkpoint_dir=Path(checkpoint_dir) if checkpoint_dir else None,
-            resume_from=Path(resume_from) if resume_from else None,
+            checkpoint_dir=checkpoint_dir,
+            resume_from=resume_from,
         )
         result = entry(ctx)
         outcomes.append((result, [(p.step, p.name, p.value) for p in reporter.points]))

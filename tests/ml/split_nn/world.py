@@ -6,17 +6,14 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
 
 from tessera_ml.algorithms.split_nn.rank import run
 from tessera_ml.comm.base import ByteStats, Communicator, Group, ReduceOp, Work
-from tessera_ml.context import RankContext
-from tessera_ml.registry import get_spec
 from tessera_ml.report import MemoryReporter
-from tessera_ml.spec import Assignment
+from tessera_ml.testing import rank_context
 
 
 class RecordingCommunicator(Communicator):
@@ -87,29 +84,23 @@ class Job:
 
 def run_jobs(comm: Communicator, jobs: list[Job]) -> list[dict[str, Any]]:
     """On each rank: every job in turn, each with a fresh recording communicator."""
-    spec = get_spec("split_nn")
-    assert spec is not None
     out = []
     for job in jobs:
-        cfg = spec.parse_config(job.config)
-        plan = spec.make_plan([Assignment.model_validate(a) for a in job.assignments], cfg)
         recorder = RecordingCommunicator(comm)
         reporter = MemoryReporter()
         stop = threading.Event()
         if job.stop_on_rank == comm.rank:
             stop.set()
         comm.stats.reset()
-        ctx = RankContext(
-            rank=comm.rank,
-            world_size=comm.world_size,
-            slot=plan[comm.rank],
-            plan=plan,
-            config=cfg,
-            comm=recorder,
+        ctx = rank_context(
+            recorder,
+            "split_nn",
+            job.assignments,
+            job.config,
             reporter=reporter,
             stop=stop,
-            checkpoint_dir=Path(job.checkpoint_dir) if job.checkpoint_dir else None,
-            resume_from=Path(job.resume_from) if job.resume_from else None,
+            checkpoint_dir=job.checkpoint_dir,
+            resume_from=job.resume_from,
         )
         t0 = time.perf_counter()
         result = run(ctx)

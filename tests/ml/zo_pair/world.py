@@ -16,11 +16,9 @@ import torch
 from tessera_ml.algorithms.zo_pair.protocol import PairProcessor, Schedule
 from tessera_ml.algorithms.zo_pair.train import run
 from tessera_ml.comm.base import Communicator
-from tessera_ml.context import RankContext
 from tessera_ml.models.zoo import build_model
-from tessera_ml.registry import get_spec
 from tessera_ml.report import MemoryReporter
-from tessera_ml.spec import Assignment
+from tessera_ml.testing import rank_context
 
 EPS, LR, STEPS, MB = 1e-2, 0.05, 3, 4
 
@@ -84,18 +82,12 @@ def run_job(
     resume_from: Path | None = None,
 ) -> dict[str, Any]:
     """One rank of a job, planned and started as the platform does (see ``run_algorithm``)."""
-    spec = get_spec("zo_pair")
-    assert spec is not None
-    cfg = spec.parse_config(config)
-    plan = spec.make_plan([Assignment.model_validate(a) for a in assignments], cfg)
     reporter = MemoryReporter()
-    ctx = RankContext(
-        rank=comm.rank,
-        world_size=comm.world_size,
-        slot=plan[comm.rank],
-        plan=plan,
-        config=cfg,
-        comm=comm,
+    ctx = rank_context(
+        comm,
+        "zo_pair",
+        assignments,
+        config,
         reporter=reporter,
         checkpoint_dir=checkpoint_dir,
         resume_from=resume_from,
