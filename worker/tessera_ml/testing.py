@@ -337,32 +337,20 @@ def run_algorithm(
     for protocol tests, but not a substitute for a real world.
     """
     _, _, plan = plan_job(name, assignments, config or {})
+    rank_args = (name, assignments, config or {}, checkpoint_dir, resume_from, data_root)
     if in_process:
         if testbed is not None:
             raise ValueError("a testbed places processes; it cannot be used in_process")
         from tessera_ml.comm.local import run_local
 
         local: list[RankOutcome] = run_local(
-            _algorithm_rank,
-            len(plan),
-            name,
-            assignments,
-            config or {},
-            checkpoint_dir,
-            resume_from,
-            data_root,
-            timeout_s=timeout_s,
+            _algorithm_rank, len(plan), *rank_args, timeout_s=timeout_s
         )
         return local
     outcomes: list[RankOutcome] = run_world(
         _algorithm_rank,
         len(plan),
-        name,
-        assignments,
-        config or {},
-        checkpoint_dir,
-        resume_from,
-        data_root,
+        *rank_args,
         timeout_s=timeout_s,
         threads=threads,
         hosts=hosts_by_party(plan) if hosts == "party" else hosts,
