@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Annotated
 from urllib.parse import parse_qsl
+
+from pydantic import AfterValidator, StringConstraints
 
 SCHEMES = ("sklearn", "generated", "file")
 SKLEARN_SETS = ("digits", "breast_cancer", "wine", "diabetes")
@@ -100,3 +103,13 @@ def parse_ref(ref: str) -> DataRef:
     parsed = DataRef(scheme, target, options)
     parsed.shard()
     return parsed
+
+
+def checked_ref(ref: str) -> str:
+    """``ref`` unchanged once it parses; a configuration field's validator."""
+    parse_ref(ref)
+    return ref
+
+
+DatasetRef = Annotated[str, StringConstraints(max_length=1024), AfterValidator(checked_ref)]
+"""A configuration field holding a dataset reference, checked when the job is created."""

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from tessera_ml.data.refs import parse_ref
+from tessera_ml.data.refs import DatasetRef
 from tessera_ml.models.spec import MLPSpec, ModelSpec
 from tessera_ml.spec import AlgorithmConfig, AlgorithmSpec, RoleSpec
 
@@ -18,9 +18,8 @@ class DDPConfig(AlgorithmConfig):
         default_factory=lambda: MLPSpec(hidden=[64]),
         description="Model spec (kind mlp, cnn, click or custom); sizes come from the dataset",
     )
-    dataset: str = Field(
+    dataset: DatasetRef = Field(
         default="sklearn:digits",
-        max_length=1024,
         description="Dataset reference used when an assignment names none; its training rows "
         "are sharded over all trainer ranks",
     )
@@ -37,12 +36,6 @@ class DDPConfig(AlgorithmConfig):
         default=0, ge=0, description="Checkpoint every N steps (0: never)"
     )
     log_interval: int = Field(default=10, ge=1, description="Report metrics every N steps")
-
-    @field_validator("dataset")
-    @classmethod
-    def _dataset_ref(cls, value: str) -> str:
-        parse_ref(value)
-        return value
 
 
 SPEC = AlgorithmSpec(

@@ -6,11 +6,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
 from tessera_ml.algorithms.hier_sync.slicing import SlicingMode
 from tessera_ml.algorithms.hier_sync.topology import ROLE, TopologyError, topology_from_plan
-from tessera_ml.data.refs import parse_ref
+from tessera_ml.data.refs import DatasetRef
 from tessera_ml.models.spec import MLPSpec, ModelSpec
 from tessera_ml.spec import (
     AlgorithmConfig,
@@ -29,9 +29,8 @@ class HierSyncConfig(AlgorithmConfig):
         default_factory=lambda: MLPSpec(hidden=[64]),
         description="Model spec (kind mlp, cnn, click or custom); sizes come from the dataset",
     )
-    dataset: str = Field(
+    dataset: DatasetRef = Field(
         default="sklearn:digits",
-        max_length=1024,
         description="Dataset reference used when an assignment names none; its training rows "
         "are sharded over all node devices",
     )
@@ -66,12 +65,6 @@ class HierSyncConfig(AlgorithmConfig):
         default=0, ge=0, description="Save each device's slice every N steps (0: never)"
     )
     log_interval: int = Field(default=1, ge=1, description="Report metrics every N steps")
-
-    @field_validator("dataset")
-    @classmethod
-    def _dataset_ref(cls, value: str) -> str:
-        parse_ref(value)
-        return value
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import Field
 
-from tessera_ml.data.refs import parse_ref
+from tessera_ml.data.refs import DatasetRef
 from tessera_ml.models.spec import MLPSpec, ModelSpec
 from tessera_ml.spec import (
     AlgorithmConfig,
@@ -50,9 +50,8 @@ class ZoPairConfig(AlgorithmConfig):
         description="Model spec (kind mlp, cnn, click or custom); sizes come from the dataset. "
         "Evaluated in eval mode: dropout off, batch-norm statistics frozen",
     )
-    dataset: str = Field(
+    dataset: DatasetRef = Field(
         default="sklearn:digits",
-        max_length=1024,
         description="Dataset reference used when an assignment names none; its training rows "
         "are sharded over the pairs",
     )
@@ -69,12 +68,6 @@ class ZoPairConfig(AlgorithmConfig):
     checkpoint_every: int = Field(
         default=0, ge=0, description="Save a checkpoint every this many steps (0: only at the end)"
     )
-
-    @field_validator("dataset")
-    @classmethod
-    def _dataset_ref(cls, value: str) -> str:
-        parse_ref(value)
-        return value
 
 
 @dataclass(frozen=True)
