@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, model_validator
 
+from tessera_ml.data.refs import checked_ref
 from tessera_ml.spec import (
     AlgorithmConfig,
     AlgorithmSpec,
@@ -16,6 +17,12 @@ from tessera_ml.spec import (
     RankSlot,
     RoleSpec,
 )
+
+
+def _bundled_or_ref(value: str) -> str:
+    """A dataset reference; a bare name (``digits``) means the bundled scikit-learn set."""
+    checked_ref(value if ":" in value else f"sklearn:{value}")
+    return value
 
 
 class MpcMixedConfig(AlgorithmConfig):
@@ -34,7 +41,7 @@ class MpcMixedConfig(AlgorithmConfig):
     ring64_frac: int = Field(
         default=20, ge=14, le=24, description="Fixed-point fractional bits in Z_2^64"
     )
-    dataset: str = Field(
+    dataset: Annotated[str, AfterValidator(_bundled_or_ref)] = Field(
         default="digits",
         description="Dataset reference (e.g. sklearn:digits) when the data parties name none",
     )

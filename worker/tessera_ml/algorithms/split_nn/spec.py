@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tessera_ml.data.refs import DatasetRef
 from tessera_ml.spec import (
     AlgorithmConfig,
     AlgorithmSpec,
@@ -63,7 +64,7 @@ class ModelSpec(BaseModel):
 class SplitNNConfig(AlgorithmConfig):
     """Configuration of a split-learning job."""
 
-    dataset: str = Field(
+    dataset: DatasetRef = Field(
         default="sklearn:digits",
         description="Dataset reference used by a party whose assignment names none",
     )
