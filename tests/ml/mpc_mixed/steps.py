@@ -33,7 +33,8 @@ def train_both(mode: str, steps: int, batch: int = 32, hidden: int = 16, lr: flo
     x = feats.train[: steps * batch]
     onehot = torch.nn.functional.one_hot(labels.train[: steps * batch], classes).double()
     params = init_params([x.shape[1], hidden, classes], True, 0)
-    gen = torch.Generator().manual_seed(1)
+    # not the in-process dealer's seeds (0 and 1): input shares must not repeat its masks
+    gen = torch.Generator().manual_seed(1000)
     xf = share(prec.forward.encode(x), gen, prec.forward)
     xb = share(prec.backward.encode(x), gen, prec.backward)
     yb = share(prec.backward.encode(onehot), gen, prec.backward)

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 
@@ -132,3 +133,45 @@ def test_relu_forward_in_32_bits_and_its_derivative_applied_in_64_bits() -> None
     xs = r32.decode(x)
     assert torch.equal(out[:300], x.to(torch.int64).clamp(min=0))
     assert torch.equal(out[300:], torch.where(xs >= 0, grad, torch.zeros_like(grad)))
+
+
+@pytest.mark.parametrize("shift", [0, 1, 8, 28, 32])
+def test_local_truncation_to_32_bits_is_exact_up_to_rounding_on_the_whole_ring(shift: int) -> None:
+    top = 2**63
+    edges = [-top, -top + 1, -(2**40) - 3, -(2**shift) - 1, -1, 0, 1, 2**shift, 2**40, top - 1]
+    rand = Ring(64, 0).random((3000,), GEN)
+    x = torch.cat([torch.tensor(edges, dtype=torch.int64), rand])
+
+    out = on_both(lambda eng, v: eng.trunc_reduce(v, shift), x, ring=Ring(64, 20))
+    assert out.dtype == torch.int32
+    exact = torch.div(x, 2**shift, rounding_mode="floor")
+    # compared modulo 2^32: floor or floor + 1
+    diff = (out.to(torch.int64) - exact) & 0xFFFFFFFF
+    assert ((diff == 0) | (diff == 1)).all()
+
+
+def test_local_truncation_rounds_stochastically_without_bias() -> None:
+    """floor(x / 2^d) + 1 with probability (x mod 2^d) / 2^d, over fresh random shares."""
+    shift, low = 8, 64
+    x = torch.full((20000,), 5 * 2**shift + low, dtype=torch.int64)
+    out = on_both(lambda eng, v: eng.trunc_reduce(v, shift), x, ring=Ring(64, 20))
+    ups = (out.to(torch.int64) - 5).double()
+    assert set(ups.unique().tolist()) <= {0.0, 1.0}
+    assert abs(ups.mean().item() - low / 2**shift) < 0.02
+
+
+@pytest.mark.parametrize("p1", [12, 6], ids=["local", "interactive-first"])
+def test_norm_output_to_the_forward_ring(p1: int) -> None:
+    """y at 2 * p2 fractional bits in Z_2^64 -> Z_2^32 at p1: a right shift by 28 bits is local,
+    by 34 bits a secure truncation by 2 comes first."""
+    prec = Precision.of("mixed", p1, 20)
+    a = _real((400,), 3)
+    edge = 2.0 ** min(30 - p1 - 1, 21)  # Z_2^32 range at p1; truncation range in Z_2^64
+    a[:4] = torch.tensor([0.0, -1e-6, edge, -edge])
+    y = torch.round(a * 2.0**40).to(torch.int64)
+
+    out = on_both(lambda eng, v: prec.norm_to_forward(eng, v, 40), y, ring=Ring(64, 20))
+    assert out.dtype == torch.int32
+    exact = torch.div(y, 2 ** (40 - p1), rounding_mode="floor")
+    diff = out.to(torch.int64) - exact
+    assert ((diff >= 0) & (diff <= 2)).all()

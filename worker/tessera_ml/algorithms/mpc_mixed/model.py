@@ -107,8 +107,8 @@ def _hidden_forward(
 
 
 def _forward_weights(eng: Engine, prec: Precision, model: SharedMlp) -> dict[str, torch.Tensor]:
-    """Weights and biases of the linear layers, shifted and reduced to the forward ring together
-    (one round)."""
+    """Weights and biases of the linear layers, shifted and reduced to the forward ring (local
+    in ``mixed``: no round)."""
     names = [k for k in model.params if k.startswith(("w", "b")) and not k.startswith("beta")]
     converted = prec.weights_to_forward_many(eng, [model.params[k] for k in names])
     return dict(zip(names, converted, strict=True))

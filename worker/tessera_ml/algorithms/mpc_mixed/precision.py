@@ -46,8 +46,7 @@ class Precision:
         """Second ring at p2 -> first ring at p1: shift right by p2 - p1, then reduce."""
         if not self.split:
             return w
-        shifted = eng.trunc(w, self.backward.frac - self.forward.frac, self.backward)
-        return eng.reduce(shifted)
+        return self._shift_reduce(eng, w, self.backward.frac - self.forward.frac)
 
     def to_backward(self, eng: Engine, x: torch.Tensor) -> torch.Tensor:
         """First ring at p1 -> second ring at p2: extend, then shift left by p2 - p1."""
@@ -56,10 +55,8 @@ class Precision:
         return eng.shift_left(eng.extend(x), self.backward.frac - self.forward.frac)
 
     def weights_to_forward_many(self, eng: Engine, ws: list[torch.Tensor]) -> list[torch.Tensor]:
-        """``weights_to_forward`` of several tensors in one round."""
-        if not self.split or not ws:
-            return ws
-        return _unflatten(self.weights_to_forward(eng, _flatten(ws)), ws)
+        """``weights_to_forward`` of several tensors (local, no round)."""
+        return [self.weights_to_forward(eng, w) for w in ws]
 
     def to_backward_many(self, eng: Engine, xs: list[torch.Tensor]) -> list[torch.Tensor]:
         """``to_backward`` of several tensors in one round."""
@@ -69,8 +66,17 @@ class Precision:
 
     def norm_to_forward(self, eng: Engine, y: torch.Tensor, frac: int) -> torch.Tensor:
         """A value at ``frac`` fractional bits in the norm ring -> forward ring at p1."""
-        out = eng.trunc(y, frac - self.forward.frac, self.norm)
-        return eng.reduce(out) if self.split else out
+        shift = frac - self.forward.frac
+        if self.split:
+            return self._shift_reduce(eng, y, shift)
+        return eng.trunc(y, shift, self.norm)
+
+    def _shift_reduce(self, eng: Engine, x: torch.Tensor, shift: int) -> torch.Tensor:
+        """Second ring -> first ring with a right shift: local up to 32 bits (the wrap of the
+        shares vanishes modulo 2^32), else a secure truncation first."""
+        if shift <= 32:
+            return eng.trunc_reduce(x, shift)
+        return eng.trunc_reduce(eng.trunc(x, shift - 32, self.backward), 32)
 
 
 def _flatten(ts: list[torch.Tensor]) -> torch.Tensor:

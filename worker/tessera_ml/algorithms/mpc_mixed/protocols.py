@@ -137,6 +137,21 @@ class Engine:
         out = (wrap << 32) - r64
         return self.add_public(out, c_unsigned - offset)
 
+    def trunc_reduce(self, x: torch.Tensor, shift: int) -> torch.Tensor:
+        """Z_2^64 -> Z_2^32 with a right shift by ``shift`` <= 32, locally (no round).
+
+        Each party shifts its own share. The sum of the shifted shares misses the wrap of the
+        share addition, 2^(64 - shift), a multiple of 2^32, so modulo 2^32 the only error is
+        the carry out of the low bits: party 0 first adds 2^shift - 1, and the result is
+        floor(x / 2^shift) plus one with probability (x mod 2^shift) / 2^shift, the same
+        rounding as ``trunc``, for every x in the ring."""
+        assert x.dtype == torch.int64
+        if not 0 <= shift <= 32:
+            raise ValueError("a local truncation to Z_2^32 shifts by at most 32 bits")
+        if shift and self.index == 0:
+            x = x + ((1 << shift) - 1)
+        return (x >> shift).to(torch.int32)
+
     @staticmethod
     def reduce(x: torch.Tensor) -> torch.Tensor:
         """Z_2^64 -> Z_2^32: each share keeps its low 32 bits (exact modulo 2^32)."""
