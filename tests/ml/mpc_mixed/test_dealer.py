@@ -21,6 +21,7 @@ REQUESTS = [
     Request(Kind.COMPARE, 32, (6,)),
     Request(Kind.SELECT, 0, (6,), uses=(32, 64)),
     Request(Kind.NORM, 64, (8, 3)),
+    Request(Kind.BIT, 32, (6,)),
 ]
 
 

@@ -36,6 +36,32 @@ def test_reciprocal_square_root_over_six_orders_of_magnitude() -> None:
     assert torch.allclose(out * v.sqrt(), torch.ones_like(v), atol=3e-3)
 
 
+def test_reciprocal_square_root_bracketed_in_32_bits_starts_where_the_64_bit_one_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The comparisons in Z_2^32 at 12 bits choose the start as Z_2^64 does, from the bracket
+    edges up to the range limit 2^(31 - 12); then Newton's steps reach the same accuracy."""
+    points = torch.tensor([4.0**j for j in range(-5, 6)], dtype=torch.float64)
+    ulp = 2.0**-12
+    v = torch.cat(
+        [
+            torch.logspace(-3, 3, 40, dtype=torch.float64),
+            points,
+            points + ulp,
+            points - ulp,
+            torch.tensor([2.0**18, 2.0**19 - 1.0]),
+        ]
+    )
+    enc = R64.encode(v)
+    out = R64.decode(on_both(lambda e, x: F.rsqrt(e, x, R64, R32), enc, ring=R64))
+    fits = v <= 1e3
+    assert torch.allclose(out[fits] * v[fits].sqrt(), torch.ones_like(v[fits]), atol=3e-3)
+    monkeypatch.setattr(F, "RSQRT_ITERATIONS", 0)
+    start = on_both(lambda e, x: F.rsqrt(e, x, R64, R32), enc, ring=R64)
+    start_wide = on_both(lambda e, x: F.rsqrt(e, x, R64), enc, ring=R64)
+    assert torch.equal(start, start_wide)
+
+
 def test_reciprocal_square_root_in_32_bits_where_it_fits() -> None:
     v = torch.logspace(-1, 2, 16, dtype=torch.float64)
     out = R32.decode(on_both(lambda e, x: F.rsqrt(e, x, R32), R32.encode(v), ring=R32))

@@ -175,3 +175,20 @@ def test_norm_output_to_the_forward_ring(p1: int) -> None:
     exact = torch.div(y, 2 ** (40 - p1), rounding_mode="floor")
     diff = out.to(torch.int64) - exact
     assert ((diff >= 0) & (diff <= 2)).all()
+
+
+@pytest.mark.parametrize("ring", RINGS, ids=["r32", "r64"])
+def test_selection_of_public_values_by_secret_bits(ring: Ring) -> None:
+    top = 2 ** (ring.bits - 1)
+    edges = torch.tensor([-top, top - 1, -1, 0, 1], dtype=torch.int64).to(ring.dtype)
+    values = torch.cat([edges, ring.random((495,), GEN)])
+    bits = torch.randint(0, 2, (500,), generator=GEN, dtype=torch.uint8)
+    bits[:5] = torch.tensor([1, 1, 1, 1, 0], dtype=torch.uint8)
+    mask = torch.randint(0, 2, (500,), generator=GEN, dtype=torch.uint8)
+
+    def fn(eng: Engine, _: torch.Tensor) -> torch.Tensor:
+        xor_share = bits ^ mask if eng.index == 0 else mask
+        return eng.select_public(xor_share, values, ring)
+
+    out = on_both(fn, values, ring=ring)
+    assert torch.equal(out, values * bits.to(ring.dtype))

@@ -81,18 +81,26 @@ def rsqrt_start(j: int) -> float:
     return RSQRT_LOW / math.sqrt(RSQRT_STEP**j)
 
 
-def rsqrt(eng: Engine, v: torch.Tensor, ring: Ring) -> torch.Tensor:
+def rsqrt(eng: Engine, v: torch.Tensor, ring: Ring, bracket: Ring | None = None) -> torch.Tensor:
     """1/sqrt(v) for v > 0 (a vector): bracket v between powers of four with one batch of
-    comparisons, start at the bracket's value, then y <- y (3 - v y^2) / 2."""
+    comparisons, start at the bracket's value, then y <- y (3 - v y^2) / 2.
+
+    With ``bracket`` (Z_2^32, when ``ring`` is Z_2^64), the comparisons run there on v shifted
+    to ``bracket.frac`` bits (at least 10) and reduced, locally; that needs
+    v < 2^(31 - bracket.frac)."""
     js = rsqrt_thresholds(ring)
-    points = torch.tensor([round(RSQRT_STEP**j * ring.scale) for j in js], dtype=ring.dtype)
-    diffs = eng.add_public(v.unsqueeze(0).expand(len(js), *v.shape), -points.view(-1, 1))
+    probe, at = v, ring
+    if bracket is not None and bracket != ring:
+        # enough fractional bits for the lowest point 4^js[0]
+        at = Ring(bracket.bits, min(ring.frac, max(bracket.frac, -2 * js[0])))
+        probe = eng.trunc_reduce(v, ring.frac - at.frac)
+    points = torch.tensor([round(RSQRT_STEP**j * at.scale) for j in js], dtype=at.dtype)
+    diffs = eng.add_public(probe.unsqueeze(0).expand(len(js), *v.shape), -points.view(-1, 1))
     steps = [rsqrt_start(j) - rsqrt_start(j - 1) for j in js]
     increments = torch.tensor([round(d * ring.scale) for d in steps], dtype=ring.dtype)
-    bits = eng.nonneg_bit(diffs.contiguous(), ring)
-    coeffs = eng.public(increments.view(-1, 1).expand(len(js), *v.shape).contiguous())
-    _, picked = eng.share_bit(bits, (ring,), first=coeffs)
-    assert picked is not None
+    bits = eng.nonneg_bit(diffs.contiguous(), at)
+    coeffs = increments.view(-1, 1).expand(len(js), *v.shape)
+    picked = eng.select_public(bits, coeffs, ring)
     y = eng.add_public(ring_sum(picked, 0), round(rsqrt_start(js[0] - 1) * ring.scale))
     three = 3 * ring.scale
     for _ in range(RSQRT_ITERATIONS):

@@ -59,12 +59,17 @@ BN_EPS = 1e-3
 
 
 def norm_forward(
-    eng: Engine, z: torch.Tensor, gamma: torch.Tensor, beta: torch.Tensor, ring: Ring
+    eng: Engine,
+    z: torch.Tensor,
+    gamma: torch.Tensor,
+    beta: torch.Tensor,
+    ring: Ring,
+    bracket: Ring | None = None,
 ) -> tuple[torch.Tensor, NormCache]:
     """Batch statistics, then y = (z - mean) * gamma / sqrt(var + eps) + beta.
 
     Returns y at 2 * ring.frac fractional bits (the caller truncates once, to whatever scale the
-    next layer wants) and what the backward pass needs.
+    next layer wants) and what the backward pass needs. ``bracket``: see ``rsqrt``.
     """
     batch = z.shape[0]
     material = eng.provider.get(Request(Kind.NORM, ring.bits, tuple(z.shape)))
@@ -75,7 +80,7 @@ def norm_forward(
     squares = eng.product_of_masked(e_c, a_c, e_c, a_c, a_cc)
     sum_sq = eng.trunc(ring_sum(squares, 0), ring.frac, ring)
     var = eng.mul_public(sum_sq, 1.0 / batch, ring)
-    inv_std = rsqrt(eng, eng.add_public(var, round(BN_EPS * ring.scale)), ring)
+    inv_std = rsqrt(eng, eng.add_public(var, round(BN_EPS * ring.scale)), ring, bracket)
     scale = eng.trunc(eng.mul(gamma, inv_std, ring), ring.frac, ring)
     (e_s,) = eng.open(scale - a_s)
     y = eng.product_of_masked(e_c, a_c, e_s, a_s, a_cs) + (beta << ring.frac)
@@ -91,9 +96,10 @@ def norm_eval(
     mean: torch.Tensor,
     var: torch.Tensor,
     ring: Ring,
+    bracket: Ring | None = None,
 ) -> torch.Tensor:
     """Normalisation with running statistics (evaluation); output at 2 * ring.frac."""
-    inv_std = rsqrt(eng, eng.add_public(var, round(BN_EPS * ring.scale)), ring)
+    inv_std = rsqrt(eng, eng.add_public(var, round(BN_EPS * ring.scale)), ring, bracket)
     scale = eng.trunc(eng.mul(gamma, inv_std, ring), ring.frac, ring)
     return eng.mul(z - mean, scale, ring) + (beta << ring.frac)
 

@@ -24,6 +24,7 @@ class Kind(IntEnum):
     COMPARE = 6  # r, r as XOR-shared bits, then AND triples of the comparison tree
     SELECT = 7  # a random bit b (XOR), and per use in a ring: b, a, a*b
     NORM = 8  # batch-norm masks and their products, each value opened once per step
+    BIT = 9  # a random bit b, XOR-shared and additively shared in the ring
 
 
 @dataclass(frozen=True)
@@ -111,6 +112,8 @@ def layout(req: Request) -> list[Slot]:
             + [Slot(vec, dt, False)]
             + [Slot(s, dt, False)] * 5
         )
+    if req.kind == Kind.BIT:
+        return [Slot(s, torch.uint8, True), Slot(s, dt, False)]
     if req.kind == Kind.SELECT:
         slots = [Slot(s, torch.uint8, True)]
         for bits in req.uses:
@@ -153,6 +156,9 @@ def secrets(req: Request, gen: torch.Generator) -> list[torch.Tensor]:
         a_c, a_s = ring.random(s, gen), ring.random((s[-1],), gen)
         a_d, a_k = ring.random(s, gen), ring.random((s[-1],), gen)
         return [a_c, a_s, a_d, a_k, a_c * a_c, a_c * a_s, a_d * a_c, a_d * a_s, a_c * a_k]
+    if req.kind == Kind.BIT:
+        bit = torch.randint(0, 2, s, dtype=torch.uint8, generator=gen)
+        return [bit, bit.to(ring.dtype)]
     if req.kind == Kind.SELECT:
         bit = torch.randint(0, 2, s, dtype=torch.uint8, generator=gen)
         out = [bit]

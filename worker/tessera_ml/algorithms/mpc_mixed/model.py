@@ -96,11 +96,13 @@ def _hidden_forward(
     z_norm = prec.to_backward(eng, z)
     cache = None
     if training:
-        y, cache = norm_forward(eng, z_norm, p[f"gamma{i}"], p[f"beta{i}"], n)
+        y, cache = norm_forward(eng, z_norm, p[f"gamma{i}"], p[f"beta{i}"], n, prec.bracket)
         p[f"mean{i}"] = update_running(eng, p[f"mean{i}"], cache.mean, BN_MOMENTUM, n)
         p[f"var{i}"] = update_running(eng, p[f"var{i}"], cache.var, BN_MOMENTUM, n)
     else:
-        y = norm_eval(eng, z_norm, p[f"gamma{i}"], p[f"beta{i}"], p[f"mean{i}"], p[f"var{i}"], n)
+        y = norm_eval(
+            eng, z_norm, p[f"gamma{i}"], p[f"beta{i}"], p[f"mean{i}"], p[f"var{i}"], n, prec.bracket
+        )
     y_fwd = prec.norm_to_forward(eng, y, 2 * n.frac)
     out, bit = eng.relu(y_fwd, f, prec.backward if training else None)
     return out, bit, cache

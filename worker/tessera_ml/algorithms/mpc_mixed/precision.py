@@ -39,6 +39,11 @@ class Precision:
         return self.backward
 
     @property
+    def bracket(self) -> Ring | None:
+        """Where batch norm's reciprocal square root compares: the first ring, if there is one."""
+        return self.forward if self.split else None
+
+    @property
     def split(self) -> bool:
         return self.forward != self.backward
 
