@@ -192,3 +192,24 @@ def test_selection_of_public_values_by_secret_bits(ring: Ring) -> None:
 
     out = on_both(fn, values, ring=ring)
     assert torch.equal(out, values * bits.to(ring.dtype))
+
+
+@pytest.mark.parametrize("ring", RINGS, ids=["r32", "r64"])
+def test_linear_backward_products_with_the_gradient_opened_once(ring: Ring) -> None:
+    """x^T @ dz and dz @ W^T from one round, then both truncated in one more."""
+    xt, dz, wt = _real((5, 8), 2), _real((8, 3), 1), _real((3, 5), 1)
+    xt[0, 0], dz[0, 0], wt[0, 0] = -4.0, -2.5, -1.0
+    xe, de, we = ring.encode(xt), ring.encode(dz), ring.encode(wt)
+
+    def fn(eng: Engine, x: torch.Tensor, d: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        before = eng.peer.stats.rounds
+        xy, yw = eng.matmul_pair(x, d, w, ring)
+        xy, yw = eng.trunc_many([xy, yw], ring.frac, ring)
+        assert eng.peer.stats.rounds - before == 2
+        assert xy.shape == (5, 3) and yw.shape == (8, 5)
+        return torch.cat([xy.flatten(), yw.flatten()])
+
+    out = ring.decode(on_both(fn, xe, de, we, ring=ring))
+    xa, da, wa = ring.decode(xe), ring.decode(de), ring.decode(we)
+    expected = torch.cat([(xa @ da).flatten(), (da @ wa).flatten()])
+    assert torch.allclose(out, expected, atol=8 * 2.0**-ring.frac)

@@ -31,12 +31,13 @@ def linear_forward(
 def linear_backward(
     eng: Engine, x: torch.Tensor, w: torch.Tensor, dz: torch.Tensor, ring: Ring, need_dx: bool
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-    """(dW, db, dx) for z = x @ w + b."""
-    dw = eng.trunc(eng.matmul(x.t().contiguous(), dz, ring), ring.frac, ring)
+    """(dW, db, dx) for z = x @ w + b: dz is opened once for both products, and both are
+    truncated in one round."""
     db = ring_sum(dz, 0)
-    dx = None
-    if need_dx:
-        dx = eng.trunc(eng.matmul(dz, w.t().contiguous(), ring), ring.frac, ring)
+    if not need_dx:
+        return eng.trunc(eng.matmul(x.t().contiguous(), dz, ring), ring.frac, ring), db, None
+    dw, dx = eng.matmul_pair(x.t().contiguous(), dz, w.t().contiguous(), ring)
+    dw, dx = eng.trunc_many([dw, dx], ring.frac, ring)
     return dw, db, dx
 
 

@@ -25,6 +25,7 @@ class Kind(IntEnum):
     SELECT = 7  # a random bit b (XOR), and per use in a ring: b, a, a*b
     NORM = 8  # batch-norm masks and their products, each value opened once per step
     BIT = 9  # a random bit b, XOR-shared and additively shared in the ring
+    MATMUL_PAIR = 10  # a, b, a@b, d, b@d: x @ y and y @ w with y opened once
 
 
 @dataclass(frozen=True)
@@ -90,6 +91,10 @@ def layout(req: Request) -> list[Slot]:
     if req.kind == Kind.MATMUL:
         prod = (*s[:-1], req.other[-1])
         return [Slot(s, dt, False), Slot(req.other, dt, False), Slot(prod, dt, False)]
+    if req.kind == Kind.MATMUL_PAIR:
+        o = req.other
+        shapes = [s, o, (s[0], o[-1]), (o[-1], s[0]), (o[0], s[0])]
+        return [Slot(shape, dt, False) for shape in shapes]
     if req.kind == Kind.SQUARE:
         return [Slot(s, dt, False), Slot(s, dt, False)]
     if req.kind == Kind.TRUNC:
@@ -129,6 +134,10 @@ def secrets(req: Request, gen: torch.Generator) -> list[torch.Tensor]:
     if req.kind in (Kind.MUL, Kind.MATMUL):
         a, b = ring.random(s, gen), ring.random(req.other, gen)
         return [a, b, a * b if req.kind == Kind.MUL else a @ b]
+    if req.kind == Kind.MATMUL_PAIR:
+        a, b = ring.random(s, gen), ring.random(req.other, gen)
+        d = ring.random((req.other[-1], s[0]), gen)
+        return [a, b, a @ b, d, b @ d]
     if req.kind == Kind.SQUARE:
         a = ring.random(s, gen)
         return [a, a * a]

@@ -79,6 +79,20 @@ class Engine:
         z = c + e @ b + a @ f
         return z + e @ f if self.index == 0 else z
 
+    def matmul_pair(
+        self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, ring: Ring
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """x @ y and y @ w in one round, y opened once for both (x: (n, m), y: (m, k),
+        w: (k, n): the shapes of a linear layer's x^T, dz and W^T)."""
+        req = Request(Kind.MATMUL_PAIR, ring.bits, tuple(x.shape), tuple(y.shape))
+        a, b, ab, d, bd = self.provider.get(req)
+        e, f, g = self.open(x - a, y - b, w - d)
+        xy = ab + e @ b + a @ f
+        yw = bd + f @ d + b @ g
+        if self.index == 0:
+            xy, yw = xy + e @ f, yw + f @ g
+        return xy, yw
+
     def square(self, x: torch.Tensor, ring: Ring) -> torch.Tensor:
         a, aa = self.provider.get(Request(Kind.SQUARE, ring.bits, tuple(x.shape)))
         (e,) = self.open(x - a)
@@ -119,6 +133,15 @@ class Engine:
         wrap = r_msb * (1 - ring.msb(c))
         out = (wrap << (bits - shift)) - r_high
         return self.add_public(out, ring.high_bits(c, shift) - (offset >> shift))
+
+    def trunc_many(self, xs: list[torch.Tensor], shift: int, ring: Ring) -> list[torch.Tensor]:
+        """``trunc`` of several tensors in one round."""
+        flat = self.trunc(torch.cat([x.reshape(-1) for x in xs]), shift, ring)
+        out, offset = [], 0
+        for x in xs:
+            out.append(flat[offset : offset + x.numel()].reshape(x.shape))
+            offset += x.numel()
+        return out
 
     @staticmethod
     def shift_left(x: torch.Tensor, shift: int) -> torch.Tensor:
