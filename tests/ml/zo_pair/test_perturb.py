@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch import nn
 from torch.func import functional_call
@@ -10,6 +11,8 @@ from tessera_ml.algorithms.zo_pair.data import PairStream
 from tessera_ml.algorithms.zo_pair.mezo import MezoStep
 from tessera_ml.algorithms.zo_pair.model import per_input_loss
 from tessera_ml.algorithms.zo_pair.perturb import (
+    DISTRIBUTIONS,
+    Distribution,
     PerturbedForward,
     ZSource,
     apply_update,
@@ -35,9 +38,12 @@ def _materialised(
     }
 
 
-def test_perturbed_forward_matches_materialised_weights_and_leaves_w_untouched() -> None:
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+def test_perturbed_forward_matches_materialised_weights_and_leaves_w_untouched(
+    dist: Distribution,
+) -> None:
     model = _model()
-    source = ZSource(unique_parameters(model))
+    source = ZSource(unique_parameters(model), dist)
     before = [(p.data_ptr(), p.detach().clone()) for p in source.params]
     x = torch.randn(7, 6)
     with PerturbedForward(model, source).at(seed=11, scale=-0.05) as perturbed:
@@ -51,17 +57,19 @@ def test_perturbed_forward_matches_materialised_weights_and_leaves_w_untouched()
     assert all(isinstance(v, nn.Parameter) for m in model.modules() for v in m._parameters.values())
 
 
-def test_z_is_a_function_of_seed_and_parameter_only() -> None:
-    source = ZSource(unique_parameters(_model()))
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+def test_z_is_a_function_of_seed_and_parameter_only(dist: Distribution) -> None:
+    source = ZSource(unique_parameters(_model()), dist)
     assert torch.equal(source.draw(5, 2), source.draw(5, 2))
     assert not torch.equal(source.draw(5, 2), source.draw(6, 2))
     a, b = source.draw(5, 0), source.draw(5, 2)
     assert not torch.equal(a.flatten()[:4], b.flatten()[:4])
 
 
-def test_central_difference_is_the_directional_derivative() -> None:
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+def test_central_difference_is_the_directional_derivative(dist: Distribution) -> None:
     model = _model(torch.float64)
-    source = ZSource(unique_parameters(model))
+    source = ZSource(unique_parameters(model), dist)
     forward = PerturbedForward(model, source)
     x, y = torch.randn(2, 8, 6, dtype=torch.float64), torch.randint(0, 3, (2, 8))
     eps = 1e-5
@@ -81,9 +89,10 @@ def test_central_difference_is_the_directional_derivative() -> None:
         assert abs(float(estimate[k]) - exact) < 1e-6 * max(1.0, abs(exact))
 
 
-def test_two_z_generations_per_step_and_update_is_minus_lr_g_z() -> None:
+@pytest.mark.parametrize("dist", DISTRIBUTIONS)
+def test_two_z_generations_per_step_and_update_is_minus_lr_g_z(dist: Distribution) -> None:
     model = _model()
-    source = ZSource(unique_parameters(model))
+    source = ZSource(unique_parameters(model), dist)
     with PerturbedForward(model, source).at(seed=9, scale=0.01) as m:
         m(torch.randn(4, 6))
     assert source.generations == 1.0
@@ -93,6 +102,32 @@ def test_two_z_generations_per_step_and_update_is_minus_lr_g_z() -> None:
     assert source.generations == 1.0
     for p, e in zip(source.params, expected, strict=True):
         assert torch.allclose(p.detach(), e, rtol=0, atol=1e-7)
+
+
+def test_rademacher_z_is_balanced_independent_signs() -> None:
+    weight = nn.Parameter(torch.zeros(1000, 257))  # 257 000 signs: not a multiple of 32
+    source = ZSource([weight], "rademacher")
+    z = source.draw(3, 0)
+    assert z.shape == weight.shape and z.dtype == weight.dtype
+    assert set(z.unique().tolist()) == {-1.0, 1.0}
+    flat = z.flatten()
+    n = flat.numel()
+    # mean and lag-1 correlation of ±1 signs have standard deviation 1/sqrt(n): allow 5 of them
+    assert abs(float(flat.mean())) < 5 / n**0.5
+    assert abs(float((flat[1:] * flat[:-1]).mean())) < 5 / n**0.5
+    # every bit position within a byte and a 32-bit word carries its own sign
+    for stride in (8, 32):
+        column_means = flat[: n - n % stride].view(-1, stride).mean(0)
+        assert float(column_means.abs().max()) < 5 / (n / stride) ** 0.5
+    other = source.draw(4, 0)
+    assert abs(float((z * other).mean())) < 5 / n**0.5
+    half = ZSource([nn.Parameter(torch.zeros(1000, 257, dtype=torch.float64))], "rademacher")
+    assert torch.equal(half.draw(3, 0), z.double())
+
+
+def test_unknown_distribution_is_refused() -> None:
+    with pytest.raises(ValueError, match="distribution"):
+        ZSource(unique_parameters(_model()), "uniform")  # type: ignore[arg-type]
 
 
 def test_weight_decay_shrinks_matrices_only() -> None:

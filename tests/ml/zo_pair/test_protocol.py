@@ -16,7 +16,8 @@ from tests.ml.zo_pair.world import EPS, LR, STEPS, make_processor, pair_inputs
 def _reference(n: int, directions: str) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Plain MeZO arithmetic with whole-model z materialised, one process."""
     proc = make_processor(None, 0, n, directions)
-    model, source = proc.model, ZSource(unique_parameters(proc.model))
+    model = proc.model
+    source = ZSource(unique_parameters(model), proc.source.distribution)
     names = [name for name, _ in model.named_parameters()]
     all_grads = []
     for step in range(STEPS):

@@ -41,6 +41,7 @@ SETTABLE = (
     "lr",
     "epsilon",
     "directions",
+    "perturbation",
     "timed_steps",
 )
 DATASET = "sklearn:digits"
@@ -65,6 +66,7 @@ def _params(args: BenchArgs) -> dict[str, Any]:
         "lr": float(extra.get("lr", 0.01 if args.quick else 0.005)),
         "epsilon": float(extra.get("epsilon", 1e-3)),
         "directions": extra.get("directions", "per_pair"),
+        "perturbation": extra.get("perturbation", "rademacher"),
         "timed_steps": int(extra.get("timed_steps", 20 if args.quick else 60)),
         "speed_model_hidden": [1024, 1024] if args.quick else [2048, 2048],
         "speed_micro_batch": 16,
@@ -154,6 +156,7 @@ def _zo_finetune(p: dict[str, Any], checkpoint: Path) -> dict[str, Any]:
             "lr_schedule": "cosine",
             "epsilon": p["epsilon"],
             "directions": p["directions"],
+            "perturbation": p["perturbation"],
             "eval_every": 0,
             "log_every": log_every,
         },
@@ -184,6 +187,7 @@ def _speed(p: dict[str, Any]) -> dict[str, Any]:
         memory_hidden=p["memory_model_hidden"],
         memory_micro_batch=p["memory_micro_batch"],
         timed_steps=p["timed_steps"],
+        perturbation=p["perturbation"],
     )
     ranks = run_world(speed_world, 2, spec, timeout_s=1800)
     result = dict(ranks[0])
@@ -206,6 +210,7 @@ def bench(args: BenchArgs) -> BenchReport:
         results["peak_step_memory_bytes"] / results["backprop_peak_step_memory_bytes"]
     )
     results["step_time_ratio"] = results["step_time_s"] / results["mezo_single_process_step_time_s"]
+    results["step_time_ratio_same_z"] = results["step_time_s"] / results["mezo_same_z_step_time_s"]
     if "mezo_single_process_cpu_time_s" in results:
         results["step_cpu_time_ratio"] = (
             results["step_cpu_time_s"] / results["mezo_single_process_cpu_time_s"]

@@ -11,14 +11,22 @@ import torch
 from torch import nn
 
 from tessera_ml.algorithms.zo_pair.model import per_input_loss
-from tessera_ml.algorithms.zo_pair.perturb import ZSource, unique_parameters
+from tessera_ml.algorithms.zo_pair.perturb import Distribution, ZSource, unique_parameters
 from tessera_ml.data.tabular import Task
 
 
 class MezoStep:
-    def __init__(self, model: nn.Module, *, epsilon: float, lr: float, task: Task) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        *,
+        epsilon: float,
+        lr: float,
+        task: Task,
+        distribution: Distribution = "gaussian",
+    ) -> None:
         self.model = model.eval()
-        self.source = ZSource(unique_parameters(model))
+        self.source = ZSource(unique_parameters(model), distribution)
         self.epsilon, self.lr, self.task = epsilon, lr, task
 
     @torch.no_grad()

@@ -4,6 +4,11 @@
 its own parameters are replaced by freshly formed tensors W ± εz, and put back right after, so
 only one module's perturbed weights exist at a time. ``apply_update`` regenerates the same z to
 take the SGD step. A processor therefore generates z twice per step (shared directions).
+
+z is either ``gaussian`` (standard normal, as in MeZO) or ``rademacher`` (independent ±1 signs, the
+classic SPSA direction; E[z zᵀ] = I as for the Gaussian). On CPU a Gaussian costs one 32-bit draw
+of the Mersenne twister and a Box-Muller transform per weight; a Rademacher sign costs one bit, so
+32 signs come from one draw and are expanded eight at a time through a 256-row table.
 """
 
 from __future__ import annotations
@@ -11,12 +16,21 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import nn
 
 from tessera_ml.algorithms.zo_pair.seeds import mix
+
+Distribution = Literal["rademacher", "gaussian"]
+DISTRIBUTIONS: tuple[Distribution, ...] = ("rademacher", "gaussian")
+
+
+def _sign_table(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Row b holds the eight signs of byte b: +1 where bit i of b is set, -1 where it is not."""
+    bits = (torch.arange(256).unsqueeze(1) >> torch.arange(8)) & 1
+    return (bits * 2 - 1).to(dtype=dtype, device=device)
 
 
 @dataclass
@@ -24,10 +38,16 @@ class ZSource:
     """Draws z for parameter ``index`` of direction ``seed``; counts what it generated."""
 
     params: Sequence[nn.Parameter]
+    distribution: Distribution = "gaussian"
     generated: int = 0
     _generators: dict[torch.device, torch.Generator] = field(default_factory=dict)
+    _tables: dict[tuple[torch.dtype, torch.device], torch.Tensor] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.distribution not in DISTRIBUTIONS:
+            raise ValueError(
+                f"distribution must be one of {DISTRIBUTIONS}, not {self.distribution!r}"
+            )
         self._index = {id(p): i for i, p in enumerate(self.params)}
         self.total = sum(p.numel() for p in self.params)
 
@@ -41,7 +61,20 @@ class ZSource:
             gen = self._generators[p.device] = torch.Generator(device=p.device)
         gen.manual_seed(mix(seed, index))
         self.generated += p.numel()
-        return torch.randn(p.shape, generator=gen, device=p.device, dtype=p.dtype)
+        if self.distribution == "gaussian":
+            return torch.randn(p.shape, generator=gen, device=p.device, dtype=p.dtype)
+        return self._signs(p, gen)
+
+    def _signs(self, p: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+        key = (p.dtype, p.device)
+        table = self._tables.get(key)
+        if table is None:
+            table = self._tables[key] = _sign_table(p.dtype, p.device)
+        words = torch.empty((p.numel() + 31) // 32, dtype=torch.int64, device=p.device)
+        words.random_(0, 1 << 32, generator=gen)
+        # each word's low 32 bits are random: its four bytes give 32 signs
+        octets = words.to(torch.int32).view(torch.uint8).to(torch.int32)
+        return table.index_select(0, octets).view(-1)[: p.numel()].view(p.shape)
 
     @property
     def generations(self) -> float:

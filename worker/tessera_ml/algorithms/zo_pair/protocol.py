@@ -17,6 +17,7 @@ from torch import nn
 
 from tessera_ml.algorithms.zo_pair.model import per_input_loss
 from tessera_ml.algorithms.zo_pair.perturb import (
+    Distribution,
     PerturbedForward,
     ZSource,
     apply_update,
@@ -71,6 +72,7 @@ class PairProcessor:
         epsilon: float,
         schedule: Schedule,
         directions: Literal["shared", "per_pair"] = "shared",
+        perturbation: Distribution = "rademacher",
         weight_decay: float = 0.0,
         task: Task = "classification",
         group: Group | None = None,
@@ -90,7 +92,7 @@ class PairProcessor:
         self.directions = directions
         self.weight_decay = weight_decay
         self.task: Task = task
-        self.source = ZSource(unique_parameters(model))
+        self.source = ZSource(unique_parameters(model), perturbation)
         self.forward = PerturbedForward(model, self.source)
 
     def seed_of_pair(self, step: int, pair: int) -> int:

@@ -45,6 +45,11 @@ class ZoPairConfig(AlgorithmConfig):
         description="shared: one perturbation per step for all; per_pair: each pair its own, "
         "the update averaging the pairs' directions",
     )
+    perturbation: Literal["rademacher", "gaussian"] = Field(
+        default="rademacher",
+        description="Distribution of z: rademacher (random ±1 signs, one random bit per weight) "
+        "or gaussian (standard normal, as in MeZO)",
+    )
     model: ModelSpec = Field(
         default_factory=lambda: MLPSpec(hidden=[64]),
         description="Model spec (kind mlp, cnn, click or custom); sizes come from the dataset. "

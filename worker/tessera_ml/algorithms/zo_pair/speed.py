@@ -4,6 +4,10 @@
 a one-thread MeZO step over the same two inputs (rank 1 waits at a barrier), then both ranks run
 one ``zo_pair`` step; medians over many alternations keep a drifting machine load from favouring
 either side. MeZO with two threads is timed afterwards, and the faster of the two is the baseline.
+
+MeZO draws Gaussian z (``mezo_single_process_step_time_s``, the baseline as published); when
+``zo_pair`` draws another distribution, MeZO is timed with that one as well
+(``mezo_same_z_step_time_s``), which separates what the pairing buys from what the cheaper z buys.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from torch.nn import functional as F
 
 from tessera_ml.algorithms.zo_pair.memory import peak_step_bytes, tensor_bytes
 from tessera_ml.algorithms.zo_pair.mezo import MezoStep
+from tessera_ml.algorithms.zo_pair.perturb import Distribution
 from tessera_ml.algorithms.zo_pair.protocol import PairProcessor, Schedule
 from tessera_ml.algorithms.zo_pair.seeds import direction_seed
 from tessera_ml.comm.base import Communicator
@@ -36,6 +41,7 @@ class SpeedSpec:
     timed_steps: int
     warmup_steps: int = 3
     baseline_threads: int = 2
+    perturbation: Distribution = "rademacher"
 
 
 def _mlp(spec: SpeedSpec, hidden: list[int]) -> nn.Module:
@@ -52,7 +58,9 @@ def _inputs(spec: SpeedSpec, micro_batch: int) -> tuple[torch.Tensor, torch.Tens
     return x, torch.randint(0, 10, (2, micro_batch), generator=gen)
 
 
-def _processor(comm: Communicator, model: nn.Module) -> PairProcessor:
+def _processor(
+    comm: Communicator, model: nn.Module, perturbation: Distribution = "rademacher"
+) -> PairProcessor:
     return PairProcessor(
         model,
         comm,
@@ -61,27 +69,37 @@ def _processor(comm: Communicator, model: nn.Module) -> PairProcessor:
         job_seed=0,
         epsilon=1e-3,
         schedule=Schedule(1e-4, 1_000_000),
+        perturbation=perturbation,
     )
 
 
 def _timing(comm: Communicator, spec: SpeedSpec) -> dict[str, float]:
     model = _mlp(spec, spec.time_hidden)
-    proc = _processor(comm, model)
-    mezo = MezoStep(copy.deepcopy(model), epsilon=1e-3, lr=1e-4, task="classification")
+    proc = _processor(comm, model, spec.perturbation)
+    kinds: list[Distribution] = ["gaussian"]
+    if spec.perturbation != "gaussian":
+        kinds.append(spec.perturbation)
+    mezo = {
+        kind: MezoStep(
+            copy.deepcopy(model), epsilon=1e-3, lr=1e-4, task="classification", distribution=kind
+        )
+        for kind in kinds
+    }
     x, y = _inputs(spec, spec.time_micro_batch)
     ours: list[float] = []
     ours_cpu: list[float] = []
-    theirs: list[float] = []
-    theirs_cpu: list[float] = []
+    theirs: dict[Distribution, list[float]] = {kind: [] for kind in kinds}
+    theirs_cpu: dict[Distribution, list[float]] = {kind: [] for kind in kinds}
     for step in range(spec.warmup_steps + spec.timed_steps):
         timed = step >= spec.warmup_steps
-        comm.barrier()
-        if comm.rank == 0:
-            began, began_cpu = time.perf_counter(), time.process_time()
-            mezo.step(direction_seed(0, step, 0), x, y)
-            if timed:
-                theirs.append(time.perf_counter() - began)
-                theirs_cpu.append(time.process_time() - began_cpu)
+        for kind, baseline in mezo.items():
+            comm.barrier()
+            if comm.rank == 0:
+                began, began_cpu = time.perf_counter(), time.process_time()
+                baseline.step(direction_seed(0, step, 0), x, y)
+                if timed:
+                    theirs[kind].append(time.perf_counter() - began)
+                    theirs_cpu[kind].append(time.process_time() - began_cpu)
         comm.barrier()
         began, began_cpu = time.perf_counter(), time.process_time()
         proc.step(step, x, y)
@@ -95,29 +113,37 @@ def _timing(comm: Communicator, spec: SpeedSpec) -> dict[str, float]:
         "z_generations_per_step": proc.source.generations / steps,
     }
     if comm.rank == 0:
-        result["mezo_z_generations_per_step"] = mezo.source.generations / steps
-        result["mezo_1_thread_step_time_s"] = statistics.median(theirs)
-        result["mezo_single_process_cpu_time_s"] = statistics.median(theirs_cpu)
+        result["mezo_z_generations_per_step"] = mezo["gaussian"].source.generations / steps
+        for kind in kinds:
+            result[f"mezo_{kind}_1_thread_step_time_s"] = statistics.median(theirs[kind])
+            result[f"mezo_{kind}_cpu_time_s"] = statistics.median(theirs_cpu[kind])
+        result["mezo_single_process_cpu_time_s"] = result["mezo_gaussian_cpu_time_s"]
     comm.barrier()
     # two threads last: idle OpenMP workers keep spinning for a while after a parallel region
     if comm.rank == 0 and spec.baseline_threads > 1:
         torch.set_num_threads(spec.baseline_threads)
-        times = []
-        for step in range(steps, steps + spec.warmup_steps + spec.timed_steps // 2):
-            began = time.perf_counter()
-            mezo.step(direction_seed(0, step, 0), x, y)
-            times.append(time.perf_counter() - began)
+        for kind, baseline in mezo.items():
+            times = []
+            for step in range(steps, steps + spec.warmup_steps + spec.timed_steps // 2):
+                began = time.perf_counter()
+                baseline.step(direction_seed(0, step, 0), x, y)
+                times.append(time.perf_counter() - began)
+            result[f"mezo_{kind}_{spec.baseline_threads}_thread_step_time_s"] = statistics.median(
+                times[spec.warmup_steps :]
+            )
         torch.set_num_threads(1)
-        result[f"mezo_{spec.baseline_threads}_thread_step_time_s"] = statistics.median(
-            times[spec.warmup_steps :]
-        )
     if comm.rank == 0:
-        # the baseline gets whichever thread count serves it best on this machine
-        result["mezo_single_process_step_time_s"] = min(
-            v
-            for k, v in result.items()
-            if k.startswith("mezo_") and k.endswith("_thread_step_time_s")
-        )
+        # each baseline gets whichever thread count serves it best on this machine
+        best = {
+            kind: min(
+                v
+                for k, v in result.items()
+                if k.startswith(f"mezo_{kind}_") and k.endswith("_thread_step_time_s")
+            )
+            for kind in kinds
+        }
+        result["mezo_single_process_step_time_s"] = best["gaussian"]
+        result["mezo_same_z_step_time_s"] = best[spec.perturbation]
     comm.barrier()
     result["parallel_capacity"] = _parallel_capacity(comm)
     return result
@@ -150,7 +176,7 @@ def _parallel_capacity(comm: Communicator, elements: int = 1 << 22, rounds: int 
 
 def _memory(comm: Communicator, spec: SpeedSpec) -> dict[str, float]:
     model = _mlp(spec, spec.memory_hidden)
-    proc = _processor(comm, model)
+    proc = _processor(comm, model, spec.perturbation)
     x, y = _inputs(spec, spec.memory_micro_batch)
     params = list(model.parameters())
     proc.step(0, x, y)

@@ -33,6 +33,7 @@ def build_processor(ctx: RankContext, data: Dataset) -> PairProcessor:
         epsilon=cfg.epsilon,
         schedule=Schedule(cfg.lr, cfg.steps, cfg.lr_schedule, cfg.warmup_steps),
         directions=cfg.directions,
+        perturbation=cfg.perturbation,
         weight_decay=cfg.weight_decay,
         task=data.task,
         group=group,
