@@ -213,3 +213,42 @@ def test_linear_backward_products_with_the_gradient_opened_once(ring: Ring) -> N
     xa, da, wa = ring.decode(xe), ring.decode(de), ring.decode(we)
     expected = torch.cat([(xa @ da).flatten(), (da @ wa).flatten()])
     assert torch.allclose(out, expected, atol=8 * 2.0**-ring.frac)
+
+
+@pytest.mark.parametrize("shift", [0, 4, 12, 30])
+def test_truncation_fused_with_extension_over_the_valid_range(shift: int) -> None:
+    bound = 2**30
+    edges = [-bound, -bound + 1, -(2**shift) - 1, -1, 0, 1, 2**shift, bound - 1]
+    rand = torch.randint(-bound, bound, (3000,), generator=GEN, dtype=torch.int64)
+    x = torch.cat([torch.tensor(edges, dtype=torch.int64), rand]).to(torch.int32)
+
+    def fn(eng: Engine, v: torch.Tensor) -> torch.Tensor:
+        before = eng.peer.stats.rounds
+        out = eng.trunc_extend(v, shift)
+        assert out.dtype == torch.int64 and eng.peer.stats.rounds - before == 1
+        return out
+
+    out = on_both(fn, x, ring=Ring(32, 12))
+    exact = torch.div(x.to(torch.int64), 2**shift, rounding_mode="floor")
+    assert ((out == exact) | (out == exact + 1)).all()
+
+
+def test_truncation_fused_with_extension_rounds_without_bias() -> None:
+    x = torch.full((20000,), -7 * 16 + 12, dtype=torch.int32)
+    out = on_both(lambda eng, v: eng.trunc_extend(v, 4), x, ring=Ring(32, 12))
+    ups = (out + 7).double()
+    assert set(ups.unique().tolist()) <= {0.0, 1.0}
+    assert abs(ups.mean().item() - 12 / 16) < 0.02
+
+
+@pytest.mark.parametrize("p1", [12, 8], ids=["shift-right", "shift-left"])
+def test_a_forward_product_to_the_norm_ring(p1: int) -> None:
+    """2 p1 fractional bits in Z_2^32 -> p2 = 20 bits in Z_2^64, in one round."""
+    prec = Precision.of("mixed", p1, 20)
+    a = _real((300,), 8)
+    a[:3] = torch.tensor([0.0, -(2.0**-20), 2.0 ** (30 - 2 * p1) - 1])
+    z = torch.round(a * 2.0 ** (2 * p1)).to(torch.int32)
+    out = on_both(lambda eng, v: prec.product_to_norm(eng, v), z, ring=Ring(32, p1))
+    assert out.dtype == torch.int64
+    expected = z.double() * 2.0 ** (20 - 2 * p1)
+    assert ((out - expected).abs() <= 1).all(), (out - expected).abs().max()

@@ -20,7 +20,7 @@ class Kind(IntEnum):
     MATMUL = 2  # a, b, a@b
     SQUARE = 3  # a, a*a
     TRUNC = 4  # r, r >> d (logical), msb(r)
-    EXTEND = 5  # r in Z_2^32, r as an integer in Z_2^64, msb(r) in Z_2^64
+    EXTEND = 5  # r in Z_2^32, r as an integer >> d in Z_2^64, msb(r) in Z_2^64
     COMPARE = 6  # r, r as XOR-shared bits, then AND triples of the comparison tree
     SELECT = 7  # a random bit b (XOR), and per use in a ring: b, a, a*b
     NORM = 8  # batch-norm masks and their products, each value opened once per step
@@ -38,7 +38,7 @@ class Slot:
 @dataclass(frozen=True)
 class Request:
     """One item of material. ``uses`` (SELECT only) lists the ring of each later multiplication
-    by the bit; ``param`` is the shift for TRUNC."""
+    by the bit; ``param`` is the shift for TRUNC and EXTEND."""
 
     kind: Kind
     bits: int
@@ -146,7 +146,8 @@ def secrets(req: Request, gen: torch.Generator) -> list[torch.Tensor]:
         return [r, ring.high_bits(r, req.param), ring.msb(r)]
     if req.kind == Kind.EXTEND:
         r = Ring(32, 0).random(s, gen)
-        return [r, r.to(torch.int64) & 0xFFFFFFFF, ((r >> 31) & 1).to(torch.int64)]
+        r_unsigned = r.to(torch.int64) & 0xFFFFFFFF
+        return [r, r_unsigned >> req.param, ((r >> 31) & 1).to(torch.int64)]
     if req.kind == Kind.COMPARE:
         r = ring.random(s, gen)
         out = [r, r.clone()]

@@ -91,9 +91,8 @@ def _hidden_forward(
         z = linear_forward(eng, h, fwd[f"w{i}"], fwd[f"b{i}"], f)
         out, bit = eng.relu(z, f, prec.backward if training else None)
         return out, bit, None
-    z = linear_forward(eng, h, fwd[f"w{i}"], None, f)
     n = prec.norm
-    z_norm = prec.to_backward(eng, z)
+    z_norm = prec.product_to_norm(eng, eng.matmul(h, fwd[f"w{i}"], f))
     cache = None
     if training:
         y, cache = norm_forward(eng, z_norm, p[f"gamma{i}"], p[f"beta{i}"], n, prec.bracket)

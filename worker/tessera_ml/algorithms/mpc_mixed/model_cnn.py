@@ -85,8 +85,7 @@ def _weights(eng: Engine, prec: Precision, model: SharedMlp) -> dict[str, torch.
 def cnn_forward(eng: Engine, prec: Precision, model: SharedMlp, x: torch.Tensor) -> torch.Tensor:
     f, n, p = prec.forward, prec.norm, model.params
     fwd = _weights(eng, prec, model)
-    z = linear_forward(eng, patches(x), fwd["w0"], None, f)
-    z_norm = prec.to_backward(eng, z)
+    z_norm = prec.product_to_norm(eng, eng.matmul(patches(x), fwd["w0"], f))
     y = norm_eval(eng, z_norm, p["gamma0"], p["beta0"], p["mean0"], p["var0"], n, prec.bracket)
     h, _ = eng.relu(prec.norm_to_forward(eng, y, 2 * n.frac), f)
     logits = linear_forward(eng, pool(h, x.shape[0]), fwd["w1"], fwd["b1"], f)
@@ -105,8 +104,7 @@ def cnn_train_step(
     f, n, b, p = prec.forward, prec.norm, prec.backward, model.params
     batch = x_fwd.shape[0]
     fwd = _weights(eng, prec, model)
-    z = linear_forward(eng, patches(x_fwd), fwd["w0"], None, f)
-    z_norm = prec.to_backward(eng, z)
+    z_norm = prec.product_to_norm(eng, eng.matmul(patches(x_fwd), fwd["w0"], f))
     y, cache = norm_forward(eng, z_norm, p["gamma0"], p["beta0"], n, prec.bracket)
     p["mean0"] = update_running(eng, p["mean0"], cache.mean, BN_MOMENTUM, n)
     p["var0"] = update_running(eng, p["var0"], cache.var, BN_MOMENTUM, n)

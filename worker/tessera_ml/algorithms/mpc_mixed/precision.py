@@ -59,6 +59,17 @@ class Precision:
             return x
         return eng.shift_left(eng.extend(x), self.backward.frac - self.forward.frac)
 
+    def product_to_norm(self, eng: Engine, z: torch.Tensor) -> torch.Tensor:
+        """A product in the forward ring (2 p1 fractional bits) -> norm ring at p2. In
+        ``mixed`` the truncation rides on the extension's opening (one round, not two)."""
+        f = self.forward
+        if not self.split:
+            return eng.trunc(z, f.frac, f)
+        shift = 2 * f.frac - self.norm.frac
+        if shift >= 0:
+            return eng.trunc_extend(z, shift)
+        return eng.shift_left(eng.extend(z), -shift)
+
     def weights_to_forward_many(self, eng: Engine, ws: list[torch.Tensor]) -> list[torch.Tensor]:
         """``weights_to_forward`` of several tensors (local, no round)."""
         return [self.weights_to_forward(eng, w) for w in ws]

@@ -151,14 +151,23 @@ class Engine:
     def extend(self, x: torch.Tensor) -> torch.Tensor:
         """Z_2^32 -> Z_2^64 at the same scale, with the wrap bit of the shares computed
         securely from the dealer's msb(r)."""
-        assert x.dtype == torch.int32
+        return self.trunc_extend(x, 0)
+
+    def trunc_extend(self, x: torch.Tensor, shift: int) -> torch.Tensor:
+        """Z_2^32 -> Z_2^64 and a right shift by ``shift`` in the same opening: with
+        x' = x + 2^30 = c - r + 2^32 w (c opened, w the wrap bit),
+        (c >> d) - (r >> d) + 2^(32 - d) w is floor(x' / 2^d) plus one with probability
+        (x' mod 2^d) / 2^d, the rounding of ``trunc``; the dealer supplies r >> d."""
+        assert x.dtype == torch.int32 and 0 <= shift <= 30
         offset = 1 << 30
-        r32, r64, r_msb = self.provider.get(Request(Kind.EXTEND, 64, tuple(x.shape)))
+        r32, r_high, r_msb = self.provider.get(
+            Request(Kind.EXTEND, 64, tuple(x.shape), param=shift)
+        )
         c = self.reveal(self.add_public(x, offset) + r32)
         c_unsigned = c.to(torch.int64) & 0xFFFFFFFF
         wrap = r_msb * (1 - ((c_unsigned >> 31) & 1))
-        out = (wrap << 32) - r64
-        return self.add_public(out, c_unsigned - offset)
+        out = (wrap << (32 - shift)) - r_high
+        return self.add_public(out, (c_unsigned >> shift) - (offset >> shift))
 
     def trunc_reduce(self, x: torch.Tensor, shift: int) -> torch.Tensor:
         """Z_2^64 -> Z_2^32 with a right shift by ``shift`` <= 32, locally (no round).
