@@ -252,3 +252,50 @@ def test_a_forward_product_to_the_norm_ring(p1: int) -> None:
     assert out.dtype == torch.int64
     expected = z.double() * 2.0 ** (20 - 2 * p1)
     assert ((out - expected).abs() <= 1).all(), (out - expected).abs().max()
+
+
+def test_product_and_extension_of_its_left_operand_in_one_round() -> None:
+    ring = Ring(32, 12)
+    bound = 2**30
+    h = torch.randint(-bound, bound, (40, 6), generator=GEN, dtype=torch.int64)
+    h[0, :4] = torch.tensor([-bound, bound - 1, -1, 0])
+    w = ring.encode(_real((6, 3), 1))
+
+    def fn(eng: Engine, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        before = eng.peer.stats.rounds
+        product, extended = eng.matmul_extend(x, y, ring)
+        assert eng.peer.stats.rounds - before == 1 and extended.dtype == torch.int64
+        return torch.cat([product.to(torch.int64).flatten(), extended.flatten()])
+
+    x = h.to(torch.int32)
+    out = on_both(fn, x, w, ring=ring)
+    assert torch.equal(out[:120].to(torch.int32), (x @ w).flatten())
+    assert torch.equal(out[120:], h.flatten())
+
+
+@pytest.mark.parametrize("mode", ["mixed", "all64", "all32"])
+def test_keeping_an_input_and_the_softmax_output_for_the_backward_pass(mode: str) -> None:
+    prec = Precision.of(mode, 12, 20)
+    f, b = prec.forward, prec.backward
+    a = _real((30, 4), 3)
+    a[0, :2] = torch.tensor([-(2.0**-12), 0.0])
+    x, w = f.encode(a), f.encode(_real((4, 5), 1))
+    probs = torch.rand(30, 5, generator=GEN, dtype=torch.float64)
+    probs[0, :2] = torch.tensor([0.0, 1.0])
+    product = torch.round(probs * 2.0 ** (2 * f.frac)).to(torch.int64).to(f.dtype)
+
+    def fn(eng: Engine, x: torch.Tensor, w: torch.Tensor, pr: torch.Tensor) -> torch.Tensor:
+        xw, x_back = prec.matmul_keeping_input(eng, x, w)
+        p_fwd, p_back = prec.probs_from_product(eng, pr)
+        assert xw.dtype == p_fwd.dtype == f.dtype and x_back.dtype == p_back.dtype == b.dtype
+        parts = [eng.reveal(t).to(torch.int64).flatten() for t in (xw, x_back, p_fwd, p_back)]
+        return eng.public(torch.cat(parts))  # already revealed, per ring
+
+    out = on_both(fn, x, w, product, ring=f).double()
+    n_xw, n_x, n_p = 150, 120, 150
+    xw, x_back = out[:n_xw], out[n_xw : n_xw + n_x]
+    p_fwd, p_back = out[n_xw + n_x : n_xw + n_x + n_p], out[n_xw + n_x + n_p :]
+    assert torch.equal(xw, (x @ w).double().flatten())
+    assert torch.equal(x_back / 2.0**b.frac, f.decode(x).flatten())
+    assert ((p_fwd / 2.0**f.frac - probs.flatten()).abs() <= 2.0 ** -(f.frac - 1)).all()
+    assert ((p_back / 2.0**b.frac - probs.flatten()).abs() <= 2.0 ** -(f.frac - 1)).all()

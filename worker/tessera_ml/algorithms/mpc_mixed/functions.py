@@ -112,11 +112,16 @@ def rsqrt(eng: Engine, v: torch.Tensor, ring: Ring, bracket: Ring | None = None)
 
 def softmax(eng: Engine, logits: torch.Tensor, ring: Ring) -> torch.Tensor:
     """The MPC-friendly softmax of the module docstring, row-wise."""
+    return eng.trunc(softmax_product(eng, logits, ring), ring.frac, ring)
+
+
+def softmax_product(eng: Engine, logits: torch.Tensor, ring: Ring) -> torch.Tensor:
+    """``softmax`` before its last truncation (2 * ring.frac fractional bits)."""
     shifted = logits - row_max(eng, logits, ring)
     e = exp_surrogate(eng, shifted, ring)
     total = ring_sum(e, -1, keepdim=True)
     inv = reciprocal(eng, total, ring, logits.shape[-1])
-    return eng.trunc(eng.mul(e, inv, ring), ring.frac, ring)
+    return eng.mul(e, inv, ring)
 
 
 def exp_surrogate_plain(x: torch.Tensor) -> torch.Tensor:

@@ -22,10 +22,16 @@ def linear_forward(
     eng: Engine, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, ring: Ring
 ) -> torch.Tensor:
     """x @ w + b, truncated back to the ring's scale."""
-    out = eng.matmul(x, w, ring)
+    return bias_trunc(eng, eng.matmul(x, w, ring), b, ring)
+
+
+def bias_trunc(
+    eng: Engine, product: torch.Tensor, b: torch.Tensor | None, ring: Ring
+) -> torch.Tensor:
+    """product + b, with product at 2 * ring.frac bits, truncated back to the ring's scale."""
     if b is not None:
-        out = out + (b << ring.frac)
-    return eng.trunc(out, ring.frac, ring)
+        product = product + (b << ring.frac)
+    return eng.trunc(product, ring.frac, ring)
 
 
 def linear_backward(
@@ -141,6 +147,7 @@ def update_running(
 __all__ = [
     "NormCache",
     "Precision",
+    "bias_trunc",
     "linear_backward",
     "linear_forward",
     "norm_backward",

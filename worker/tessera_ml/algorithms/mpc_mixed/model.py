@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from tessera_ml.algorithms.mpc_mixed.functions import softmax
+from tessera_ml.algorithms.mpc_mixed.functions import softmax, softmax_product
 from tessera_ml.algorithms.mpc_mixed.layers import (
     NormCache,
+    bias_trunc,
     linear_backward,
     linear_forward,
     norm_backward,
@@ -76,6 +77,15 @@ class _HiddenCache:
     norm: NormCache | None
 
 
+def _input_product(
+    eng: Engine, prec: Precision, h: torch.Tensor, w: torch.Tensor, keep: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """h @ w (2 p1 bits, forward ring) and, with ``keep``, h in the backward ring."""
+    if keep:
+        return prec.matmul_keeping_input(eng, h, w)
+    return eng.matmul(h, w, prec.forward), None
+
+
 def _hidden_forward(
     eng: Engine,
     prec: Precision,
@@ -84,15 +94,18 @@ def _hidden_forward(
     h: torch.Tensor,
     fwd: dict[str, torch.Tensor],
     training: bool,
-) -> tuple[torch.Tensor, SharedBit, NormCache | None]:
+    keep: bool = False,
+) -> tuple[torch.Tensor, SharedBit, NormCache | None, torch.Tensor | None]:
+    """(output, relu bit, norm cache, the input in the backward ring if ``keep``)."""
     f = prec.forward
     p = model.params
+    product, h_back = _input_product(eng, prec, h, fwd[f"w{i}"], keep)
     if not model.has_norm(i):
-        z = linear_forward(eng, h, fwd[f"w{i}"], fwd[f"b{i}"], f)
+        z = bias_trunc(eng, product, fwd[f"b{i}"], f)
         out, bit = eng.relu(z, f, prec.backward if training else None)
-        return out, bit, None
+        return out, bit, None, h_back
     n = prec.norm
-    z_norm = prec.product_to_norm(eng, eng.matmul(h, fwd[f"w{i}"], f))
+    z_norm = prec.product_to_norm(eng, product)
     cache = None
     if training:
         y, cache = norm_forward(eng, z_norm, p[f"gamma{i}"], p[f"beta{i}"], n, prec.bracket)
@@ -104,7 +117,7 @@ def _hidden_forward(
         )
     y_fwd = prec.norm_to_forward(eng, y, 2 * n.frac)
     out, bit = eng.relu(y_fwd, f, prec.backward if training else None)
-    return out, bit, cache
+    return out, bit, cache, h_back
 
 
 def _forward_weights(eng: Engine, prec: Precision, model: SharedMlp) -> dict[str, torch.Tensor]:
@@ -120,7 +133,7 @@ def forward(eng: Engine, prec: Precision, model: SharedMlp, x_fwd: torch.Tensor)
     fwd = _forward_weights(eng, prec, model)
     h = x_fwd
     for i in range(model.layers - 1):
-        h, _, _ = _hidden_forward(eng, prec, model, i, h, fwd, training=False)
+        h, _, _, _ = _hidden_forward(eng, prec, model, i, h, fwd, training=False)
     last = model.layers - 1
     logits = linear_forward(eng, h, fwd[f"w{last}"], fwd[f"b{last}"], prec.forward)
     return softmax(eng, logits, prec.forward)
@@ -141,18 +154,19 @@ def train_step(
     last = model.layers - 1
     fwd = _forward_weights(eng, prec, model)
     caches: list[_HiddenCache] = []
-    outputs: list[torch.Tensor] = []
+    # each hidden output reaches the backward ring in the round of the next layer's product
+    inputs_back = [x_back]
     h = x_fwd
     for i in range(last):
-        out, bit, norm = _hidden_forward(eng, prec, model, i, h, fwd, training=True)
+        h, bit, norm, h_back = _hidden_forward(eng, prec, model, i, h, fwd, True, keep=i > 0)
         caches.append(_HiddenCache(bit, norm))
-        outputs.append(out)
-        h = out
-    logits = linear_forward(eng, h, fwd[f"w{last}"], fwd[f"b{last}"], f)
-    probs = softmax(eng, logits, f)
-    # every layer output the backward pass needs, extended to the second ring in one round
-    *hidden_back, probs_back = prec.to_backward_many(eng, [*outputs, probs])
-    inputs_back = [x_back, *hidden_back]
+        if h_back is not None:
+            inputs_back.append(h_back)
+    product, h_back = _input_product(eng, prec, h, fwd[f"w{last}"], keep=last > 0)
+    if h_back is not None:
+        inputs_back.append(h_back)
+    logits = bias_trunc(eng, product, fwd[f"b{last}"], f)
+    probs, probs_back = prec.probs_from_product(eng, softmax_product(eng, logits, f))
 
     batch = x_fwd.shape[0]
     dz = eng.mul_public(probs_back - y_back, lr / batch, b)

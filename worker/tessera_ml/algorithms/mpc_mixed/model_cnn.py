@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import torch
 
-from tessera_ml.algorithms.mpc_mixed.functions import softmax, softmax_plain
+from tessera_ml.algorithms.mpc_mixed.functions import softmax, softmax_plain, softmax_product
 from tessera_ml.algorithms.mpc_mixed.layers import (
     BN_EPS,
+    bias_trunc,
     linear_backward,
     linear_forward,
     norm_backward,
@@ -109,10 +110,9 @@ def cnn_train_step(
     p["mean0"] = update_running(eng, p["mean0"], cache.mean, BN_MOMENTUM, n)
     p["var0"] = update_running(eng, p["var0"], cache.var, BN_MOMENTUM, n)
     h, bit = eng.relu(prec.norm_to_forward(eng, y, 2 * n.frac), f, b)
-    pooled = pool(h, batch)
-    logits = linear_forward(eng, pooled, fwd["w1"], fwd["b1"], f)
-    probs = softmax(eng, logits, f)
-    pooled_back, probs_back = prec.to_backward_many(eng, [pooled, probs])
+    product, pooled_back = prec.matmul_keeping_input(eng, pool(h, batch), fwd["w1"])
+    logits = bias_trunc(eng, product, fwd["b1"], f)
+    probs, probs_back = prec.probs_from_product(eng, softmax_product(eng, logits, f))
 
     dz = eng.mul_public(probs_back - y_back, lr / batch, b)
     dw1, db1, dpooled = linear_backward(eng, pooled_back, p["w1"], dz, b, need_dx=True)

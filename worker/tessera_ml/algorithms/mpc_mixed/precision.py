@@ -53,12 +53,6 @@ class Precision:
             return w
         return self._shift_reduce(eng, w, self.backward.frac - self.forward.frac)
 
-    def to_backward(self, eng: Engine, x: torch.Tensor) -> torch.Tensor:
-        """First ring at p1 -> second ring at p2: extend, then shift left by p2 - p1."""
-        if not self.split:
-            return x
-        return eng.shift_left(eng.extend(x), self.backward.frac - self.forward.frac)
-
     def product_to_norm(self, eng: Engine, z: torch.Tensor) -> torch.Tensor:
         """A product in the forward ring (2 p1 fractional bits) -> norm ring at p2. In
         ``mixed`` the truncation rides on the extension's opening (one round, not two)."""
@@ -70,15 +64,31 @@ class Precision:
             return eng.trunc_extend(z, shift)
         return eng.shift_left(eng.extend(z), -shift)
 
+    def matmul_keeping_input(
+        self, eng: Engine, x: torch.Tensor, w: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """x @ w in the forward ring (2 p1 bits), and x in the backward ring for the backward
+        pass: in ``mixed`` x's extension is opened in the product's round."""
+        if not self.split:
+            return eng.matmul(x, w, self.forward), x
+        product, extended = eng.matmul_extend(x, w, self.forward)
+        return product, eng.shift_left(extended, self.backward.frac - self.forward.frac)
+
+    def probs_from_product(
+        self, eng: Engine, product: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The softmax output from its last product (forward ring, 2 p1 bits): in the forward
+        ring at p1 and in the backward ring at p2. In ``mixed`` one opening truncates and
+        extends, and the forward copy is a local shift-and-reduce of the backward one."""
+        if not self.split:
+            probs = eng.trunc(product, self.forward.frac, self.forward)
+            return probs, probs
+        back = self.product_to_norm(eng, product)
+        return self._shift_reduce(eng, back, self.backward.frac - self.forward.frac), back
+
     def weights_to_forward_many(self, eng: Engine, ws: list[torch.Tensor]) -> list[torch.Tensor]:
         """``weights_to_forward`` of several tensors (local, no round)."""
         return [self.weights_to_forward(eng, w) for w in ws]
-
-    def to_backward_many(self, eng: Engine, xs: list[torch.Tensor]) -> list[torch.Tensor]:
-        """``to_backward`` of several tensors in one round."""
-        if not self.split or not xs:
-            return xs
-        return _unflatten(self.to_backward(eng, _flatten(xs)), xs)
 
     def norm_to_forward(self, eng: Engine, y: torch.Tensor, frac: int) -> torch.Tensor:
         """A value at ``frac`` fractional bits in the norm ring -> forward ring at p1."""
@@ -93,15 +103,3 @@ class Precision:
         if shift <= 32:
             return eng.trunc_reduce(x, shift)
         return eng.trunc_reduce(eng.trunc(x, shift - 32, self.backward), 32)
-
-
-def _flatten(ts: list[torch.Tensor]) -> torch.Tensor:
-    return torch.cat([t.reshape(-1) for t in ts])
-
-
-def _unflatten(flat: torch.Tensor, like: list[torch.Tensor]) -> list[torch.Tensor]:
-    out, offset = [], 0
-    for t in like:
-        out.append(flat[offset : offset + t.numel()].reshape(t.shape))
-        offset += t.numel()
-    return out

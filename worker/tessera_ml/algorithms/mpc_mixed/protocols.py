@@ -79,6 +79,17 @@ class Engine:
         z = c + e @ b + a @ f
         return z + e @ f if self.index == 0 else z
 
+    def matmul_extend(
+        self, x: torch.Tensor, y: torch.Tensor, ring: Ring
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """x @ y in Z_2^32 and x extended to Z_2^64, both openings in one round."""
+        assert x.dtype == torch.int32
+        a, b, c = self.provider.get(Request(Kind.MATMUL, ring.bits, tuple(x.shape), tuple(y.shape)))
+        r32, r64, r_msb = self.provider.get(Request(Kind.EXTEND, 64, tuple(x.shape)))
+        e, f, masked = self.open(x - a, y - b, self.add_public(x, 1 << 30) + r32)
+        z = c + e @ b + a @ f
+        return z + e @ f if self.index == 0 else z, self._extended(masked, r64, r_msb, 0)
+
     def matmul_pair(
         self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, ring: Ring
     ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -159,11 +170,17 @@ class Engine:
         (c >> d) - (r >> d) + 2^(32 - d) w is floor(x' / 2^d) plus one with probability
         (x' mod 2^d) / 2^d, the rounding of ``trunc``; the dealer supplies r >> d."""
         assert x.dtype == torch.int32 and 0 <= shift <= 30
-        offset = 1 << 30
         r32, r_high, r_msb = self.provider.get(
             Request(Kind.EXTEND, 64, tuple(x.shape), param=shift)
         )
-        c = self.reveal(self.add_public(x, offset) + r32)
+        c = self.reveal(self.add_public(x, 1 << 30) + r32)
+        return self._extended(c, r_high, r_msb, shift)
+
+    def _extended(
+        self, c: torch.Tensor, r_high: torch.Tensor, r_msb: torch.Tensor, shift: int
+    ) -> torch.Tensor:
+        """Shares of x >> shift in Z_2^64 from the opened c = x + 2^30 + r (mod 2^32)."""
+        offset = 1 << 30
         c_unsigned = c.to(torch.int64) & 0xFFFFFFFF
         wrap = r_msb * (1 - ((c_unsigned >> 31) & 1))
         out = (wrap << (32 - shift)) - r_high
