@@ -7,8 +7,9 @@ Three parts, each running ``ddp`` and ``hier_sync`` in the same invocation:
 - *speed and traffic*: a model of over 10M parameters, step times, state bytes per device and,
   with ``--netns``, the bytes that crossed the rate-limited inter-node link per step (read
   from the interface counters; ranks 0, 1 on host 0 and 2, 3 on host 1);
-- *proportional slicing*: device 1 of each node runs fewer threads and reports proportionally
-  less capacity; ``memory_and_compute`` slices against ``equal`` slices.
+- *proportional slicing*: device 1 of each node is made ``slowdown`` times slower (paced, or
+  given fewer threads) and reports proportionally less capacity; ``memory_and_compute``
+  slices against ``equal`` slices.
 """
 
 from __future__ import annotations
@@ -37,7 +38,8 @@ SETTABLE = (
     "hidden",
     "optimizer",
     "bucket_bytes",
-    "slow",
+    "slowdown",
+    "slow_mode",
     "repeats",
 )
 AGREEMENT_STEPS = 50
@@ -133,17 +135,24 @@ def speed(config: dict[str, Any], testbed: Testbed | None, warmup: int) -> dict[
 
 
 def proportional(
-    config: dict[str, Any], slow_threads: int, warmup: int, repeats: int
+    config: dict[str, Any], slowdown: float, mode: str, warmup: int, repeats: int
 ) -> dict[str, Any]:
-    """Device 1 of each node gets fewer threads and proportionally less capacity.
+    """Device 1 of each node is ``slowdown`` times slower and gets proportionally less capacity.
 
-    Equal and proportional runs alternate ``repeats`` times on one world, so a change of the
-    machine's load during the measurement falls on both.
+    ``mode`` ``pace`` slows it with :class:`tessera_ml.pace.Pace` (every rank one thread);
+    ``threads`` gives the fast devices ``slowdown`` times as many threads (needs a core per
+    thread to mean anything). Equal and proportional runs alternate ``repeats`` times on one
+    world, so a change of the machine's load during the measurement falls on both.
     """
-    fast_threads = 2 * slow_threads
-    threads = [fast_threads, slow_threads, fast_threads, slow_threads]
-    capacity = {"capacity": [float(fast_threads), float(slow_threads)]}
-    options = {"options": {"compute": [fast_threads, slow_threads]}}
+    compute = [slowdown, 1.0]
+    if mode == "threads":
+        threads = [int(slowdown), 1, int(slowdown), 1]
+        extra: dict[str, Any] = {}
+    else:
+        threads = [1, 1, 1, 1]
+        extra = {"pace": [1.0, 1.0 / slowdown]}
+    capacity = {"capacity": compute}
+    options = {"options": {"compute": compute, **extra}}
     nodes = [{**n, **capacity, **options} for n in NODES]
     sized_config = {**config, "slicing": "memory_and_compute"}
     jobs = []
@@ -164,6 +173,7 @@ def proportional(
         "slice_fractions": [r["slice_fractions"][r["device_number"]] for r in sized],
         "state_bytes_per_device": [int(r["state_bytes"]) for r in sized],
         "threads_per_device": threads,
+        "pace_per_device": [1.0, 1.0 / slowdown] * 2 if mode == "pace" else [1.0] * 4,
     }
 
 
@@ -219,7 +229,11 @@ def bench(args: BenchArgs) -> BenchReport:
         results.update(speed(config, None, warmup))
     repeats = int(extra.get("repeats", 1 if args.quick else 3))
     params["proportional_repeats"] = repeats
-    results.update(proportional(config, int(extra.get("slow", 1)), warmup, repeats))
+    params["slowdown"] = float(extra.get("slowdown", 2))
+    params["slow_mode"] = extra.get("slow_mode", "pace")
+    if params["slow_mode"] not in ("pace", "threads"):
+        raise ValueError(f"slow_mode must be pace or threads, not {params['slow_mode']!r}")
+    results.update(proportional(config, params["slowdown"], params["slow_mode"], warmup, repeats))
     results["slice_vs_capacity_fraction"] = [
         s / c
         for s, c in zip(results["slice_fractions"], results["capacity_fractions"], strict=True)

@@ -17,6 +17,7 @@ from tessera_ml.algorithms.hier_sync.topology import topology_from_plan
 from tessera_ml.algorithms.hier_sync.workload import batch, rank_dataset, rank_model
 from tessera_ml.context import RankContext
 from tessera_ml.netns import testbed_link_bytes
+from tessera_ml.pace import Pace, pace_option
 
 
 def make_optimizer(config: HierSyncConfig) -> OptimizerFactory:
@@ -45,6 +46,7 @@ class Trainer:
         self.model = rank_model(self.config, self.data, ctx.device)
         self.criterion: nn.Module = loss_function(self.data)
         self.flat = FlatParams(self.model, self.config.bucket_bytes)
+        self.pace = Pace(pace_option(ctx.slot.options, ctx.slot.local_index))
         self.capacity_fractions, self.reports = agreed_fractions(
             ctx.comm, self.topology, self.config, ctx.slot, ctx.device
         )
@@ -63,11 +65,15 @@ class Trainer:
         x, y = batch(self.data, self.config, self.ctx.slot.role_rank, step)
         x, y = x.to(self.ctx.device), y.to(self.ctx.device)
         self.sync.begin_step()
-        out = self.model(x)
-        loss = self.criterion(out, y if self.data.task == "classification" else y.view(out.shape))
-        loss.backward()
-        self.sync.finish_gradients()
-        self.sync.apply()
+        with self.pace.work():
+            out = self.model(x)
+            target = y if self.data.task == "classification" else y.view(out.shape)
+            loss = self.criterion(out, target)
+            loss.backward()
+        with self.pace.work():
+            self.sync.finish_gradients()
+        with self.pace.work():
+            self.sync.apply()
         return float(loss.detach())
 
     def link_bytes(self) -> dict[str, float]:
