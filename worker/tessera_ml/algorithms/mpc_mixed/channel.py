@@ -11,6 +11,7 @@ from __future__ import annotations
 import queue
 import threading
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -36,10 +37,13 @@ class Peer(ABC):
 
     stats: LinkStats = field(default_factory=LinkStats)
     record: list[torch.Tensor] | None = None
+    on_exchange: Callable[[list[torch.Tensor]], None] | None = None
 
     def exchange(self, *tensors: torch.Tensor) -> list[torch.Tensor]:
         """Send ``tensors`` and receive the peer's tensors of the same shapes: one round."""
         mine = [t.contiguous() for t in tensors]
+        if self.on_exchange is not None:
+            self.on_exchange(mine)
         theirs = self._swap(mine)
         self.stats.rounds += 1
         self.stats.messages += len(mine)
