@@ -44,19 +44,23 @@ def exp_surrogate(eng: Engine, x: torch.Tensor, ring: Ring) -> torch.Tensor:
     return y
 
 
-def reciprocal_line(classes: int) -> tuple[float, float, int]:
-    """Minimax line a - b*s for 1/s on [1, classes], and the Newton steps that reach 2^-22."""
+def reciprocal_line(classes: int, frac: int) -> tuple[float, float, int]:
+    """Minimax line a - b*s for 1/s on [1, classes] with its coefficients rounded to ``frac``
+    bits, and the Newton steps that bring the relative error 1 - s*y below 2^-(frac + 2), past
+    the ring's resolution (the error squares at each step)."""
     c = float(classes)
-    b = 8.0 / ((c + 1.0) ** 2 + 4.0 * c)
-    a = (c + 1.0) * b
-    err = max(1.0 - c * b, 1e-9)
-    steps = max(1, math.ceil(math.log2(22 * math.log(2) / -math.log(err))))
+    b = round(8.0 / ((c + 1.0) ** 2 + 4.0 * c) * 2**frac) / 2**frac
+    a = round((c + 1.0) * 8.0 / ((c + 1.0) ** 2 + 4.0 * c) * 2**frac) / 2**frac
+    # the largest |1 - s (a - b s)| on [1, c]: at the ends or where s (a - b s) peaks
+    points = [1.0, c] + ([a / (2 * b)] if b > 0 and 1.0 < a / (2 * b) < c else [])
+    err = min(max(abs(1.0 - s * (a - b * s)) for s in points), 1 - 1e-9)
+    steps = max(1, math.ceil(math.log2((frac + 2) * math.log(2) / -math.log(max(err, 1e-9)))))
     return a, b, steps
 
 
 def reciprocal(eng: Engine, s: torch.Tensor, ring: Ring, upper: int) -> torch.Tensor:
     """1/s for s in [1, upper]: y <- y (2 - s y)."""
-    a, b, steps = reciprocal_line(upper)
+    a, b, steps = reciprocal_line(upper, ring.frac)
     y = eng.add_public(-eng.mul_public(s, b, ring), round(a * ring.scale))
     two = 2 * ring.scale
     for _ in range(steps):
