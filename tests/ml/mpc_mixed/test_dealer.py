@@ -23,6 +23,8 @@ REQUESTS = [
     Request(Kind.NORM, 64, (8, 3)),
     Request(Kind.BIT, 32, (6,)),
     Request(Kind.MATMUL_PAIR, 64, (5, 3), (3, 2)),
+    Request(Kind.WIDE_MUL, 64, (4, 3)),
+    Request(Kind.WIDE_MUL, 64, (4, 3), param=1),
 ]
 
 

@@ -24,12 +24,14 @@ def test_row_max_over_an_odd_number_of_columns(ring: Ring) -> None:
 
 
 @pytest.mark.parametrize("upper", [2, 10, 100])
-@pytest.mark.parametrize("ring", [R32, R64], ids=["r32", "r64"])
-def test_reciprocal_on_its_whole_domain(ring: Ring, upper: int) -> None:
+@pytest.mark.parametrize(
+    ("ring", "wide"), [(R32, False), (R32, True), (R64, False)], ids=["r32", "r32-wide", "r64"]
+)
+def test_reciprocal_on_its_whole_domain(ring: Ring, wide: bool, upper: int) -> None:
     """Newton's steps are counted for the ring's precision: fewer in Z_2^32 at 12 bits."""
     s = torch.linspace(1.0, float(upper), 91, dtype=torch.float64).view(-1, 1)
     out = ring.decode(
-        on_both(lambda e, v: F.reciprocal(e, v, ring, upper), ring.encode(s), ring=ring)
+        on_both(lambda e, v: F.reciprocal(e, v, ring, upper, wide), ring.encode(s), ring=ring)
     )
     assert torch.allclose(out, 1 / s, atol=6 * 2.0**-ring.frac)
 
@@ -72,12 +74,15 @@ def test_reciprocal_square_root_in_32_bits_where_it_fits() -> None:
     assert torch.allclose(out * v.sqrt(), torch.ones_like(v), atol=1e-2)
 
 
-@pytest.mark.parametrize("ring", [R32, R64], ids=["r32", "r64"])
-def test_softmax_matches_its_plaintext_form(ring: Ring) -> None:
+@pytest.mark.parametrize(
+    ("ring", "wide"), [(R32, False), (R32, True), (R64, False)], ids=["r32", "r32-wide", "r64"]
+)
+def test_softmax_matches_its_plaintext_form(ring: Ring, wide: bool) -> None:
     logits = torch.randn(30, 10, generator=GEN, dtype=torch.float64) * 4
     logits[0] = 0.0
     logits[1, 3] = 40.0  # one dominant class: others clamp to zero
-    out = ring.decode(on_both(lambda e, v: F.softmax(e, v, ring), ring.encode(logits), ring=ring))
+    enc = ring.encode(logits)
+    out = ring.decode(on_both(lambda e, v: F.softmax(e, v, ring, wide), enc, ring=ring))
     expected = F.softmax_plain(ring.decode(ring.encode(logits)))
     assert torch.allclose(out, expected, atol=0.01 if ring.bits == 32 else 1e-4)
     assert torch.allclose(out.sum(1), torch.ones(30, dtype=torch.float64), atol=0.02)
@@ -110,3 +115,21 @@ def test_batch_norm_forward_and_backward_match_the_formulas() -> None:
     assert torch.allclose(out[n : n + 6], gt.grad, atol=1e-4)
     assert torch.allclose(out[n + 6 : n + 12], bt.grad, atol=1e-5)
     assert torch.allclose(out[n + 12 :], zt.grad.flatten(), atol=1e-4)
+
+
+def test_a_wide_product_and_truncation_take_one_round_instead_of_two() -> None:
+    x, y = R32.encode(torch.tensor([0.5, -3.25, 7.0])), R32.encode(torch.tensor([2.0, 4.0, -0.5]))
+
+    def rounds(wide: bool) -> torch.Tensor:
+        def fn(eng: Engine, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            before = eng.peer.stats.rounds
+            out = F.mul_trunc(eng, a, b, R32, wide)
+            spent = eng.peer.stats.rounds - before
+            return torch.cat([out, eng.public(torch.tensor([spent], dtype=torch.int32))])
+
+        return on_both(fn, x, y, ring=R32)
+
+    for wide, spent in ((True, 1), (False, 2)):
+        out = rounds(wide)
+        assert out[-1].item() == spent
+        assert torch.allclose(R32.decode(out[:-1]), torch.tensor([1.0, -13.0, -3.5]).double())

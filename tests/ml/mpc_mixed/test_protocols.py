@@ -299,3 +299,33 @@ def test_keeping_an_input_and_the_softmax_output_for_the_backward_pass(mode: str
     assert torch.equal(x_back / 2.0**b.frac, f.decode(x).flatten())
     assert ((p_fwd / 2.0**f.frac - probs.flatten()).abs() <= 2.0 ** -(f.frac - 1)).all()
     assert ((p_back / 2.0**b.frac - probs.flatten()).abs() <= 2.0 ** -(f.frac - 1)).all()
+
+
+@pytest.mark.parametrize("square", [False, True], ids=["product", "square"])
+def test_wide_product_of_32_bit_shares_is_exact_in_64_bits(square: bool) -> None:
+    bound = 2**30
+    edges = torch.tensor([-bound, -bound + 1, -1, 0, 1, bound - 1, bound - 1, -bound])
+    x = torch.cat([edges, torch.randint(-bound, bound, (3000,), generator=GEN)])
+    y = torch.cat([edges.flip(0), torch.randint(-bound, bound, (3000,), generator=GEN)])
+
+    def fn(eng: Engine, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        before = eng.peer.stats.rounds
+        out = eng.wide_mul(a) if square else eng.wide_mul(a, b)
+        assert out.dtype == torch.int64 and eng.peer.stats.rounds - before == 1
+        return eng.public(eng.reveal(out))  # revealed in Z_2^64
+
+    out = on_both(fn, x.to(torch.int32), y.to(torch.int32), ring=Ring(32, 12))
+    assert torch.equal(out, x * x if square else x * y)
+
+
+def test_wide_product_then_local_truncation_matches_beaver_and_truncation() -> None:
+    ring = Ring(32, 12)
+    a, b = _real((500,), 3), _real((500,), 3)
+    x, y = ring.encode(a), ring.encode(b)
+
+    def fn(eng: Engine, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return eng.trunc_reduce(eng.wide_mul(u, v), ring.frac)
+
+    out = on_both(fn, x, y, ring=ring).to(torch.int64)
+    exact = torch.div(x.to(torch.int64) * y.to(torch.int64), 2**ring.frac, rounding_mode="floor")
+    assert ((out == exact) | (out == exact + 1)).all()

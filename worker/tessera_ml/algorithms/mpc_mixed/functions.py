@@ -33,14 +33,26 @@ def row_max(eng: Engine, x: torch.Tensor, ring: Ring) -> torch.Tensor:
     return x
 
 
-def exp_surrogate(eng: Engine, x: torch.Tensor, ring: Ring) -> torch.Tensor:
-    """relu(1 + x/2^k)^(2^k) for x <= 0."""
+def mul_trunc(
+    eng: Engine, x: torch.Tensor, y: torch.Tensor | None, ring: Ring, wide: bool = False
+) -> torch.Tensor:
+    """x * y (x * x when y is None) at the ring's scale. With ``wide`` (a Z_2^32 ring in a
+    mode that also has Z_2^64) the product is exact in Z_2^64 and comes back by a local
+    shift-and-reduce: one round; otherwise a Beaver product and a truncation: two."""
+    if wide and ring.bits == 32:
+        return eng.trunc_reduce(eng.wide_mul(x, y), ring.frac)
+    product = eng.square(x, ring) if y is None else eng.mul(x, y, ring)
+    return eng.trunc(product, ring.frac, ring)
+
+
+def exp_surrogate(eng: Engine, x: torch.Tensor, ring: Ring, wide: bool = False) -> torch.Tensor:
+    """relu(1 + x/2^k)^(2^k) for x <= 0; ``wide``: see ``mul_trunc``."""
     k = SOFTMAX_SQUARINGS
     base = eng.trunc(x, k, ring)
     base = eng.add_public(base, ring.scale)
     y, _ = eng.relu(base, ring)
     for _ in range(k):
-        y = eng.trunc(eng.square(y, ring), ring.frac, ring)
+        y = mul_trunc(eng, y, None, ring, wide)
     return y
 
 
@@ -58,14 +70,16 @@ def reciprocal_line(classes: int, frac: int) -> tuple[float, float, int]:
     return a, b, steps
 
 
-def reciprocal(eng: Engine, s: torch.Tensor, ring: Ring, upper: int) -> torch.Tensor:
-    """1/s for s in [1, upper]: y <- y (2 - s y)."""
+def reciprocal(
+    eng: Engine, s: torch.Tensor, ring: Ring, upper: int, wide: bool = False
+) -> torch.Tensor:
+    """1/s for s in [1, upper]: y <- y (2 - s y); ``wide``: see ``mul_trunc``."""
     a, b, steps = reciprocal_line(upper, ring.frac)
     y = eng.add_public(-eng.mul_public(s, b, ring), round(a * ring.scale))
     two = 2 * ring.scale
     for _ in range(steps):
-        sy = eng.trunc(eng.mul(s, y, ring), ring.frac, ring)
-        y = eng.trunc(eng.mul(y, eng.add_public(-sy, two), ring), ring.frac, ring)
+        sy = mul_trunc(eng, s, y, ring, wide)
+        y = mul_trunc(eng, y, eng.add_public(-sy, two), ring, wide)
     return y
 
 
@@ -114,17 +128,20 @@ def rsqrt(eng: Engine, v: torch.Tensor, ring: Ring, bracket: Ring | None = None)
     return y
 
 
-def softmax(eng: Engine, logits: torch.Tensor, ring: Ring) -> torch.Tensor:
-    """The MPC-friendly softmax of the module docstring, row-wise."""
-    return eng.trunc(softmax_product(eng, logits, ring), ring.frac, ring)
+def softmax(eng: Engine, logits: torch.Tensor, ring: Ring, wide: bool = False) -> torch.Tensor:
+    """The MPC-friendly softmax of the module docstring, row-wise; ``wide``: see
+    ``mul_trunc``."""
+    return eng.trunc(softmax_product(eng, logits, ring, wide), ring.frac, ring)
 
 
-def softmax_product(eng: Engine, logits: torch.Tensor, ring: Ring) -> torch.Tensor:
+def softmax_product(
+    eng: Engine, logits: torch.Tensor, ring: Ring, wide: bool = False
+) -> torch.Tensor:
     """``softmax`` before its last truncation (2 * ring.frac fractional bits)."""
     shifted = logits - row_max(eng, logits, ring)
-    e = exp_surrogate(eng, shifted, ring)
+    e = exp_surrogate(eng, shifted, ring, wide)
     total = ring_sum(e, -1, keepdim=True)
-    inv = reciprocal(eng, total, ring, logits.shape[-1])
+    inv = reciprocal(eng, total, ring, logits.shape[-1], wide)
     return eng.mul(e, inv, ring)
 
 

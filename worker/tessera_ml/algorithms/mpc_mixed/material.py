@@ -26,6 +26,7 @@ class Kind(IntEnum):
     NORM = 8  # batch-norm masks and their products, each value opened once per step
     BIT = 9  # a random bit b, XOR-shared and additively shared in the ring
     MATMUL_PAIR = 10  # a, b, a@b, d, b@d: x @ y and y @ w with y opened once
+    WIDE_MUL = 11  # extension masks of x and y (or x alone, param 1) and their Z_2^64 products
 
 
 @dataclass(frozen=True)
@@ -38,7 +39,7 @@ class Slot:
 @dataclass(frozen=True)
 class Request:
     """One item of material. ``uses`` (SELECT only) lists the ring of each later multiplication
-    by the bit; ``param`` is the shift for TRUNC and EXTEND."""
+    by the bit; ``param`` is the shift for TRUNC and EXTEND, 1 for a square in WIDE_MUL."""
 
     kind: Kind
     bits: int
@@ -95,6 +96,15 @@ def layout(req: Request) -> list[Slot]:
         o = req.other
         shapes = [s, o, (s[0], o[-1]), (o[-1], s[0]), (o[0], s[0])]
         return [Slot(shape, dt, False) for shape in shapes]
+    if req.kind == Kind.WIDE_MUL:
+        mask = [
+            Slot(s, torch.int32, False),
+            Slot(s, torch.int64, False),
+            Slot(s, torch.int64, False),
+        ]
+        if req.param == 1:
+            return [*mask, Slot(s, torch.int64, False), Slot(s, torch.int64, False)]
+        return [*mask, *mask] + [Slot(s, torch.int64, False)] * 3
     if req.kind == Kind.SQUARE:
         return [Slot(s, dt, False), Slot(s, dt, False)]
     if req.kind == Kind.TRUNC:
@@ -138,6 +148,14 @@ def secrets(req: Request, gen: torch.Generator) -> list[torch.Tensor]:
         a, b = ring.random(s, gen), ring.random(req.other, gen)
         d = ring.random((req.other[-1], s[0]), gen)
         return [a, b, a @ b, d, b @ d]
+    if req.kind == Kind.WIDE_MUL:
+        # r in Z_2^32, r as an unsigned integer and msb(r), in Z_2^64
+        r_x, big_x, m_x = _extension_mask(s, gen)
+        if req.param == 1:
+            return [r_x, big_x, m_x, big_x * big_x, big_x * m_x]
+        r_y, big_y, m_y = _extension_mask(s, gen)
+        products = [big_x * big_y, big_x * m_y, m_x * big_y]
+        return [r_x, big_x, m_x, r_y, big_y, m_y, *products]
     if req.kind == Kind.SQUARE:
         a = ring.random(s, gen)
         return [a, a * a]
@@ -179,6 +197,14 @@ def secrets(req: Request, gen: torch.Generator) -> list[torch.Tensor]:
             out += [b, a, a * b]
         return out
     raise ValueError(f"unknown material kind {req.kind}")
+
+
+def _extension_mask(
+    shape: tuple[int, ...], gen: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    r = Ring(32, 0).random(shape, gen)
+    unsigned = r.to(torch.int64) & 0xFFFFFFFF
+    return r, unsigned, unsigned >> 31
 
 
 def draw_share0(req: Request, prg: torch.Generator) -> list[torch.Tensor]:

@@ -136,7 +136,7 @@ def forward(eng: Engine, prec: Precision, model: SharedMlp, x_fwd: torch.Tensor)
         h, _, _, _ = _hidden_forward(eng, prec, model, i, h, fwd, training=False)
     last = model.layers - 1
     logits = linear_forward(eng, h, fwd[f"w{last}"], fwd[f"b{last}"], prec.forward)
-    return softmax(eng, logits, prec.forward)
+    return softmax(eng, logits, prec.forward, prec.split)
 
 
 def train_step(
@@ -166,7 +166,7 @@ def train_step(
     if h_back is not None:
         inputs_back.append(h_back)
     logits = bias_trunc(eng, product, fwd[f"b{last}"], f)
-    probs, probs_back = prec.probs_from_product(eng, softmax_product(eng, logits, f))
+    probs, probs_back = prec.probs_from_product(eng, softmax_product(eng, logits, f, prec.split))
 
     batch = x_fwd.shape[0]
     dz = eng.mul_public(probs_back - y_back, lr / batch, b)

@@ -90,7 +90,7 @@ def cnn_forward(eng: Engine, prec: Precision, model: SharedMlp, x: torch.Tensor)
     y = norm_eval(eng, z_norm, p["gamma0"], p["beta0"], p["mean0"], p["var0"], n, prec.bracket)
     h, _ = eng.relu(prec.norm_to_forward(eng, y, 2 * n.frac), f)
     logits = linear_forward(eng, pool(h, x.shape[0]), fwd["w1"], fwd["b1"], f)
-    return softmax(eng, logits, f)
+    return softmax(eng, logits, f, prec.split)
 
 
 def cnn_train_step(
@@ -112,7 +112,7 @@ def cnn_train_step(
     h, bit = eng.relu(prec.norm_to_forward(eng, y, 2 * n.frac), f, b)
     product, pooled_back = prec.matmul_keeping_input(eng, pool(h, batch), fwd["w1"])
     logits = bias_trunc(eng, product, fwd["b1"], f)
-    probs, probs_back = prec.probs_from_product(eng, softmax_product(eng, logits, f))
+    probs, probs_back = prec.probs_from_product(eng, softmax_product(eng, logits, f, prec.split))
 
     dz = eng.mul_public(probs_back - y_back, lr / batch, b)
     dw1, db1, dpooled = linear_backward(eng, pooled_back, p["w1"], dz, b, need_dx=True)

@@ -186,6 +186,33 @@ class Engine:
         out = (wrap << (32 - shift)) - r_high
         return self.add_public(out, (c_unsigned >> shift) - (offset >> shift))
 
+    def wide_mul(self, x: torch.Tensor, y: torch.Tensor | None = None) -> torch.Tensor:
+        """x * y (or x * x) of Z_2^32 shares as Z_2^64 shares, exact (|x|, |y| < 2^30).
+
+        Each factor is opened as for an extension, c = x + 2^30 + r, so x = P - R + 2^32 W m
+        with P = c - 2^30 and W = 1 - msb(c) public, and R (r unsigned) and m = msb(r) the
+        dealer's. Every term of the product is then a public coefficient times a dealer value
+        or a product of dealer values, which the dealer shares in Z_2^64: one round, and a
+        shift-and-reduce back to Z_2^32 truncates for free."""
+        assert x.dtype == torch.int32 and (y is None or y.dtype == torch.int32)
+        square = y is None
+        req = Request(Kind.WIDE_MUL, 64, tuple(x.shape), param=1 if square else 0)
+        item = self.provider.get(req)
+        if y is None:
+            r, big, m, big_big, big_m = item
+            (c,) = self.open(self.add_public(x, 1 << 30) + r)
+            p, w = _public_parts(c)
+            z = big_big - 2 * p * big + ((w * (p * m - big_m)) << 33)
+            return self.add_public(z, p * p)
+        r_x, big_x, m_x, r_y, big_y, m_y, xy, x_my, mx_y = item
+        c_x, c_y = self.open(self.add_public(x, 1 << 30) + r_x, self.add_public(y, 1 << 30) + r_y)
+        p_x, w_x = _public_parts(c_x)
+        p_y, w_y = _public_parts(c_y)
+        z = xy - p_x * big_y - p_y * big_x
+        # the term in m_x * m_y carries 2^64
+        z = z + ((p_x * w_y * m_y + p_y * w_x * m_x - w_y * x_my - w_x * mx_y) << 32)
+        return self.add_public(z, p_x * p_y)
+
     def trunc_reduce(self, x: torch.Tensor, shift: int) -> torch.Tensor:
         """Z_2^64 -> Z_2^32 with a right shift by ``shift`` <= 32, locally (no round).
 
@@ -314,3 +341,9 @@ class Engine:
         shared, out = self.share_bit(bit, uses, first=x)
         assert out is not None
         return out, shared
+
+
+def _public_parts(c: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """From an opened c = x + 2^30 + r (mod 2^32): c - 2^30 and 1 - msb(c), in Z_2^64."""
+    unsigned = c.to(torch.int64) & 0xFFFFFFFF
+    return unsigned - (1 << 30), 1 - (unsigned >> 31)
