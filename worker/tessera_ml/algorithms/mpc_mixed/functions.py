@@ -75,11 +75,30 @@ def reciprocal(
 ) -> torch.Tensor:
     """1/s for s in [1, upper]: y <- y (2 - s y); ``wide``: see ``mul_trunc``."""
     a, b, steps = reciprocal_line(upper, ring.frac)
+    if wide and ring.bits == 32:
+        return _reciprocal_wide(eng, s, ring, a, b, steps)
     y = eng.add_public(-eng.mul_public(s, b, ring), round(a * ring.scale))
     two = 2 * ring.scale
     for _ in range(steps):
         sy = mul_trunc(eng, s, y, ring, wide)
         y = mul_trunc(eng, y, eng.add_public(-sy, two), ring, wide)
+    return y
+
+
+def _reciprocal_wide(
+    eng: Engine, s: torch.Tensor, ring: Ring, a: float, b: float, steps: int
+) -> torch.Tensor:
+    """``reciprocal`` with wide products. The start a - b s stays at 2 * frac bits: no
+    truncation, so no round (it lies in (0, 2), inside the range 2^(30 - 2 frac) for
+    frac <= 14); the first step's shift-and-reduce brings the products back to frac bits."""
+    frac = ring.frac
+    y = eng.add_public(-s * round(b * ring.scale), round(a * 2 ** (2 * frac)))
+    y_frac = 2 * frac
+    two = 2 * ring.scale
+    for _ in range(steps):
+        sy = eng.trunc_reduce(eng.wide_mul(s, y), y_frac)
+        y = eng.trunc_reduce(eng.wide_mul(y, eng.add_public(-sy, two)), y_frac)
+        y_frac = frac
     return y
 
 
