@@ -3,11 +3,12 @@
 import pytest
 import torch
 
+from tessera_ml.algorithms.mpc_mixed.local import run_two
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 
-from .helpers import on_both
+from .helpers import on_both, shared
 
 RINGS = [Ring(32, 12), Ring(64, 20)]
 GEN = torch.Generator().manual_seed(3)
@@ -274,31 +275,50 @@ def test_product_and_extension_of_its_left_operand_in_one_round() -> None:
 
 
 @pytest.mark.parametrize("mode", ["mixed", "all64", "all32"])
-def test_keeping_an_input_and_the_softmax_output_for_the_backward_pass(mode: str) -> None:
+def test_keeping_a_layer_input_for_the_backward_pass(mode: str) -> None:
     prec = Precision.of(mode, 12, 20)
     f, b = prec.forward, prec.backward
     a = _real((30, 4), 3)
     a[0, :2] = torch.tensor([-(2.0**-12), 0.0])
     x, w = f.encode(a), f.encode(_real((4, 5), 1))
-    probs = torch.rand(30, 5, generator=GEN, dtype=torch.float64)
-    probs[0, :2] = torch.tensor([0.0, 1.0])
-    product = torch.round(probs * 2.0 ** (2 * f.frac)).to(torch.int64).to(f.dtype)
 
-    def fn(eng: Engine, x: torch.Tensor, w: torch.Tensor, pr: torch.Tensor) -> torch.Tensor:
+    def fn(eng: Engine, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         xw, x_back = prec.matmul_keeping_input(eng, x, w)
-        p_fwd, p_back = prec.probs_from_product(eng, pr)
-        assert xw.dtype == p_fwd.dtype == f.dtype and x_back.dtype == p_back.dtype == b.dtype
-        parts = [eng.reveal(t).to(torch.int64).flatten() for t in (xw, x_back, p_fwd, p_back)]
+        assert xw.dtype == f.dtype and x_back.dtype == b.dtype
+        parts = [eng.reveal(t).to(torch.int64).flatten() for t in (xw, x_back)]
         return eng.public(torch.cat(parts))  # already revealed, per ring
 
-    out = on_both(fn, x, w, product, ring=f).double()
-    n_xw, n_x, n_p = 150, 120, 150
-    xw, x_back = out[:n_xw], out[n_xw : n_xw + n_x]
-    p_fwd, p_back = out[n_xw + n_x : n_xw + n_x + n_p], out[n_xw + n_x + n_p :]
-    assert torch.equal(xw, (x @ w).double().flatten())
-    assert torch.equal(x_back / 2.0**b.frac, f.decode(x).flatten())
-    assert ((p_fwd / 2.0**f.frac - probs.flatten()).abs() <= 2.0 ** -(f.frac - 1)).all()
-    assert ((p_back / 2.0**b.frac - probs.flatten()).abs() <= 2.0 ** -(f.frac - 1)).all()
+    out = on_both(fn, x, w, ring=f).double()
+    assert torch.equal(out[:150], (x @ w).double().flatten())
+    assert torch.equal(out[150:] / 2.0**b.frac, f.decode(x).flatten())
+
+
+@pytest.mark.parametrize("mode", ["mixed", "all64", "all32"])
+def test_softmax_output_and_its_gradient_from_the_last_product(mode: str) -> None:
+    """mixed: the product arrives exact in Z_2^64; the others: in the forward ring."""
+    prec = Precision.of(mode, 12, 20)
+    f, b = prec.forward, prec.backward
+    probs = torch.rand(30, 5, generator=GEN, dtype=torch.float64)
+    probs[0, :2] = torch.tensor([0.0, 1.0])
+    y = torch.nn.functional.one_hot(torch.arange(30) % 5, 5).double()
+    product = torch.round(probs * 2.0 ** (2 * f.frac)).to(torch.int64)
+    product_ring = Ring(64, 0) if prec.split else f
+    scale = 0.5 / 30
+
+    def fn(eng: Engine, pr: torch.Tensor, yb: torch.Tensor) -> torch.Tensor:
+        p_fwd, dz = prec.softmax_gradient(eng, pr, yb, scale)
+        assert p_fwd.dtype == f.dtype and dz.dtype == b.dtype
+        parts = [eng.reveal(t).to(torch.int64).flatten() for t in (p_fwd, dz)]
+        return eng.public(torch.cat(parts))
+
+    pr0, pr1 = shared(product.to(product_ring.dtype), ring=product_ring)
+    y0, y1 = shared(b.encode(y), ring=b)
+    r0, r1 = run_two(fn, (pr0[0], y0[0]), (pr1[0], y1[0]))
+    out = (r0 + r1).double()
+    p_fwd, dz = out[:150] / 2.0**f.frac, out[150:] / 2.0**b.frac
+    assert ((p_fwd - probs.flatten()).abs() <= 2.0 ** -(f.frac - 1)).all()
+    expected = (probs - y).flatten() * scale
+    assert ((dz - expected).abs() <= 2.0 ** -(f.frac - 1) * scale + 2.0 ** -(b.frac - 1)).all()
 
 
 @pytest.mark.parametrize("square", [False, True], ids=["product", "square"])

@@ -150,17 +150,23 @@ def rsqrt(eng: Engine, v: torch.Tensor, ring: Ring, bracket: Ring | None = None)
 def softmax(eng: Engine, logits: torch.Tensor, ring: Ring, wide: bool = False) -> torch.Tensor:
     """The MPC-friendly softmax of the module docstring, row-wise; ``wide``: see
     ``mul_trunc``."""
-    return eng.trunc(softmax_product(eng, logits, ring, wide), ring.frac, ring)
+    product = softmax_product(eng, logits, ring, wide)
+    if wide and ring.bits == 32:
+        return eng.trunc_reduce(product, ring.frac)
+    return eng.trunc(product, ring.frac, ring)
 
 
 def softmax_product(
     eng: Engine, logits: torch.Tensor, ring: Ring, wide: bool = False
 ) -> torch.Tensor:
-    """``softmax`` before its last truncation (2 * ring.frac fractional bits)."""
+    """``softmax`` before its last truncation (2 * ring.frac fractional bits): in ``ring``,
+    or exact in Z_2^64 with ``wide`` (see ``mul_trunc``)."""
     shifted = logits - row_max(eng, logits, ring)
     e = exp_surrogate(eng, shifted, ring, wide)
     total = ring_sum(e, -1, keepdim=True)
     inv = reciprocal(eng, total, ring, logits.shape[-1], wide)
+    if wide and ring.bits == 32:
+        return eng.wide_mul(e, inv.expand_as(e).contiguous())
     return eng.mul(e, inv, ring)
 
 

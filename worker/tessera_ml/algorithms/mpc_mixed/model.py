@@ -166,10 +166,8 @@ def train_step(
     if h_back is not None:
         inputs_back.append(h_back)
     logits = bias_trunc(eng, product, fwd[f"b{last}"], f)
-    probs, probs_back = prec.probs_from_product(eng, softmax_product(eng, logits, f, prec.split))
-
-    batch = x_fwd.shape[0]
-    dz = eng.mul_public(probs_back - y_back, lr / batch, b)
+    product = softmax_product(eng, logits, f, prec.split)
+    probs, dz = prec.softmax_gradient(eng, product, y_back, lr / x_fwd.shape[0])
     grads: dict[str, torch.Tensor] = {}
     dw, db, dh = linear_backward(eng, inputs_back[last], p[f"w{last}"], dz, b, need_dx=last > 0)
     grads[f"w{last}"], grads[f"b{last}"] = dw, db

@@ -112,9 +112,8 @@ def cnn_train_step(
     h, bit = eng.relu(prec.norm_to_forward(eng, y, 2 * n.frac), f, b)
     product, pooled_back = prec.matmul_keeping_input(eng, pool(h, batch), fwd["w1"])
     logits = bias_trunc(eng, product, fwd["b1"], f)
-    probs, probs_back = prec.probs_from_product(eng, softmax_product(eng, logits, f, prec.split))
-
-    dz = eng.mul_public(probs_back - y_back, lr / batch, b)
+    product = softmax_product(eng, logits, f, prec.split)
+    probs, dz = prec.softmax_gradient(eng, product, y_back, lr / batch)
     dw1, db1, dpooled = linear_backward(eng, pooled_back, p["w1"], dz, b, need_dx=True)
     assert dpooled is not None
     dh = eng.mul_bit(unpool(dpooled, p["gamma0"].shape[0]), bit)

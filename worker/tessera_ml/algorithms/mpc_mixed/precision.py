@@ -74,17 +74,23 @@ class Precision:
         product, extended = eng.matmul_extend(x, w, self.forward)
         return product, eng.shift_left(extended, self.backward.frac - self.forward.frac)
 
-    def probs_from_product(
-        self, eng: Engine, product: torch.Tensor
+    def softmax_gradient(
+        self, eng: Engine, product: torch.Tensor, y: torch.Tensor, scale: float
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """The softmax output from its last product (forward ring, 2 p1 bits): in the forward
-        ring at p1 and in the backward ring at p2. In ``mixed`` one opening truncates and
-        extends, and the forward copy is a local shift-and-reduce of the backward one."""
+        """From the softmax's last product (``softmax_product``, 2 p1 bits): the output p in
+        the forward ring at p1, and dz = (p - y) * scale in the backward ring at p2 (y there
+        too). In ``mixed`` the product is already exact in Z_2^64, p is a local
+        shift-and-reduce of it, and dz's truncation also removes its extra bits: one round."""
+        f, b = self.forward, self.backward
         if not self.split:
-            probs = eng.trunc(product, self.forward.frac, self.forward)
-            return probs, probs
-        back = self.product_to_norm(eng, product)
-        return self._shift_reduce(eng, back, self.backward.frac - self.forward.frac), back
+            probs = eng.trunc(product, f.frac, f)
+            return probs, eng.mul_public(probs - y, scale, b)
+        frac = 2 * f.frac
+        if frac < b.frac:
+            product, frac = eng.shift_left(product, b.frac - frac), b.frac
+        probs = eng.trunc_reduce(product, frac - f.frac)
+        diff = product - eng.shift_left(y, frac - b.frac)
+        return probs, eng.trunc(diff * round(scale * b.scale), frac, b)
 
     def weights_to_forward_many(self, eng: Engine, ws: list[torch.Tensor]) -> list[torch.Tensor]:
         """``weights_to_forward`` of several tensors (local, no round)."""
