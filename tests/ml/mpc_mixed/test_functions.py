@@ -4,7 +4,12 @@ import pytest
 import torch
 
 from tessera_ml.algorithms.mpc_mixed import functions as F
-from tessera_ml.algorithms.mpc_mixed.layers import BN_EPS, norm_backward, norm_forward
+from tessera_ml.algorithms.mpc_mixed.layers import (
+    BN_EPS,
+    norm_backward,
+    norm_forward,
+    update_running,
+)
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 
@@ -101,9 +106,17 @@ def test_batch_norm_forward_and_backward_match_the_formulas() -> None:
         y, cache = norm_forward(e, z, g, b, ring)
         y = e.trunc(y, ring.frac, ring)
         dgamma, dbeta, dz = norm_backward(e, d, cache, ring)
-        return torch.cat([y.flatten(), dgamma, dbeta, dz.flatten()])
+        before = e.peer.stats.rounds
+        running = update_running(e, cache, e.public(zeros), e.public(ones), 0.1, ring)
+        assert e.peer.stats.rounds - before == 1
+        return torch.cat([y.flatten(), dgamma, dbeta, dz.flatten(), *running])
 
+    zeros, ones = ring.encode(torch.zeros(6)), ring.encode(torch.ones(6))
     out = ring.decode(on_both(fn, *(ring.encode(t) for t in (z, gamma, beta, dy)), ring=ring))
+    running_mean, running_var = out[-12:-6], out[-6:]
+    out = out[:-12]
+    assert torch.allclose(running_mean, 0.1 * z.mean(0), atol=1e-4)
+    assert torch.allclose(running_var, 0.9 + 0.1 * z.var(0, unbiased=False), atol=1e-3)
     zt = z.clone().requires_grad_(True)
     gt, bt = gamma.clone().requires_grad_(True), beta.clone().requires_grad_(True)
     mean, var = zt.mean(0), zt.var(0, unbiased=False)

@@ -138,10 +138,19 @@ def norm_backward(
 
 
 def update_running(
-    eng: Engine, running: torch.Tensor, batch_value: torch.Tensor, momentum: float, ring: Ring
-) -> torch.Tensor:
-    """running + momentum * (batch_value - running)."""
-    return running + eng.mul_public(batch_value - running, momentum, ring)
+    eng: Engine,
+    cache: NormCache,
+    mean: torch.Tensor,
+    var: torch.Tensor,
+    momentum: float,
+    ring: Ring,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The running mean and variance: running + momentum * (batch value - running), both
+    truncated in one round."""
+    factor = round(momentum * ring.scale)
+    diffs = [(cache.mean - mean) * factor, (cache.var - var) * factor]
+    step_mean, step_var = eng.trunc_many(diffs, ring.frac, ring)
+    return mean + step_mean, var + step_var
 
 
 __all__ = [

@@ -109,8 +109,9 @@ def _hidden_forward(
     cache = None
     if training:
         y, cache = norm_forward(eng, z_norm, p[f"gamma{i}"], p[f"beta{i}"], n, prec.bracket)
-        p[f"mean{i}"] = update_running(eng, p[f"mean{i}"], cache.mean, BN_MOMENTUM, n)
-        p[f"var{i}"] = update_running(eng, p[f"var{i}"], cache.var, BN_MOMENTUM, n)
+        p[f"mean{i}"], p[f"var{i}"] = update_running(
+            eng, cache, p[f"mean{i}"], p[f"var{i}"], BN_MOMENTUM, n
+        )
     else:
         y = norm_eval(
             eng, z_norm, p[f"gamma{i}"], p[f"beta{i}"], p[f"mean{i}"], p[f"var{i}"], n, prec.bracket
