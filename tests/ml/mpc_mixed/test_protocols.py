@@ -349,3 +349,30 @@ def test_wide_product_then_local_truncation_matches_beaver_and_truncation() -> N
     out = on_both(fn, x, y, ring=ring).to(torch.int64)
     exact = torch.div(x.to(torch.int64) * y.to(torch.int64), 2**ring.frac, rounding_mode="floor")
     assert ((out == exact) | (out == exact + 1)).all()
+
+
+@pytest.mark.parametrize("ring", RINGS, ids=["r32", "r64"])
+def test_several_products_and_truncations_by_different_shifts_in_one_round_each(
+    ring: Ring,
+) -> None:
+    a, b, m = _real((40,), 2), _real((40,), 2), _real((5, 40), 1)
+    a[0], b[0] = -3.0, -1.5
+    x, y, w = ring.encode(a), ring.encode(b), ring.encode(m)
+    extra = ring.encode(_real((7,), 3))
+
+    def fn(eng: Engine, u: torch.Tensor, v: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        before = eng.peer.stats.rounds
+        (uv, uu, zu), (opened,) = eng.mul_many([(u, v), (u, None), (z, u)], ring, also=(extra,))
+        assert eng.peer.stats.rounds - before == 1
+        uv, uu, zu = eng.trunc_each([uv, uu, zu], [ring.frac, ring.frac + 1, 0], ring)
+        assert eng.peer.stats.rounds - before == 2
+        zu = eng.trunc(zu, ring.frac, ring)
+        parts = [uv, uu, zu.flatten(), eng.public(opened)]  # both sent extra: 2 * extra
+        return torch.cat(parts)
+
+    out = on_both(fn, x, y, w, ring=ring)
+    xa, ya, wa = ring.decode(x), ring.decode(y), ring.decode(w)
+    got = ring.decode(out[:-7])
+    expected = torch.cat([xa * ya, xa * xa / 2, (wa * xa).flatten()])
+    assert torch.allclose(got, expected, atol=4 * 2.0**-ring.frac)
+    assert torch.equal(out[-7:], extra * 2)

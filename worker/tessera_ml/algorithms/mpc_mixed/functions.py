@@ -139,11 +139,13 @@ def rsqrt(eng: Engine, v: torch.Tensor, ring: Ring, bracket: Ring | None = None)
     coeffs = increments.view(-1, 1).expand(len(js), *v.shape)
     picked = eng.select_public(bits, coeffs, ring)
     y = eng.add_public(ring_sum(picked, 0), round(rsqrt_start(js[0] - 1) * ring.scale))
-    three = 3 * ring.scale
+    f = ring.frac
     for _ in range(RSQRT_ITERATIONS):
-        y2 = eng.trunc(eng.square(y, ring), ring.frac, ring)
-        vy2 = eng.trunc(eng.mul(v, y2, ring), ring.frac, ring)
-        y = eng.trunc(eng.mul(y, eng.add_public(-vy2, three), ring), ring.frac + 1, ring)
+        # y (3 - v y^2) / 2 = (3 y - (v y) y^2) / 2: y^2 and v y in one round, then one product
+        (y2, vy), _ = eng.mul_many([(y, None), (v, y)], ring)
+        y2, vy = eng.trunc_many([y2, vy], f, ring)
+        vy3 = eng.mul(vy, y2, ring)
+        y = eng.trunc((3 * y << f) - vy3, f + 1, ring)
     return y
 
 

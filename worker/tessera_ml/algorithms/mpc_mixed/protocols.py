@@ -104,6 +104,41 @@ class Engine:
             xy, yw = xy + e @ f, yw + f @ g
         return xy, yw
 
+    def mul_many(
+        self,
+        pairs: list[tuple[torch.Tensor, torch.Tensor | None]],
+        ring: Ring,
+        also: tuple[torch.Tensor, ...] = (),
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Beaver products x * y (x * x for y None) of several pairs in one round, which also
+        opens the already masked tensors ``also``; returns (products, opened ``also``)."""
+        items: list[list[torch.Tensor]] = []
+        masked: list[torch.Tensor] = []
+        for x, y in pairs:
+            if y is None:
+                items.append(self.provider.get(Request(Kind.SQUARE, ring.bits, tuple(x.shape))))
+                masked.append(x - items[-1][0])
+            else:
+                req = Request(Kind.MUL, ring.bits, tuple(x.shape), tuple(y.shape))
+                items.append(self.provider.get(req))
+                masked += [x - items[-1][0], y - items[-1][1]]
+        opened = self.open(*masked, *also)
+        products, at = [], 0
+        for item in items:
+            if len(item) == 2:
+                a, aa = item
+                e = opened[at]
+                z = aa + 2 * e * a
+                products.append(z + e * e if self.index == 0 else z)
+                at += 1
+            else:
+                a, b, c = item
+                e, f = opened[at], opened[at + 1]
+                z = c + e * b + a * f
+                products.append(z + e * f if self.index == 0 else z)
+                at += 2
+        return products, opened[at:]
+
     def square(self, x: torch.Tensor, ring: Ring) -> torch.Tensor:
         a, aa = self.provider.get(Request(Kind.SQUARE, ring.bits, tuple(x.shape)))
         (e,) = self.open(x - a)
@@ -133,17 +168,33 @@ class Engine:
     def trunc(self, x: torch.Tensor, shift: int, ring: Ring) -> torch.Tensor:
         """Secure right shift by ``shift`` bits: floor(x / 2^shift), plus one with probability
         (x mod 2^shift) / 2^shift (the masked low bits carry), i.e. stochastic rounding."""
-        if shift == 0:
-            return x
+        return self.trunc_each([x], [shift], ring)[0]
+
+    def trunc_each(
+        self, xs: list[torch.Tensor], shifts: list[int], ring: Ring
+    ) -> list[torch.Tensor]:
+        """``trunc`` of each tensor by its own shift, all in one round."""
         bits = ring.bits
         offset = 1 << (bits - 2)
-        r, r_high, r_msb = self.provider.get(
-            Request(Kind.TRUNC, ring.bits, tuple(x.shape), param=shift)
-        )
-        c = self.reveal(self.add_public(x, ring.encode_int(offset)) + r)
-        wrap = r_msb * (1 - ring.msb(c))
-        out = (wrap << (bits - shift)) - r_high
-        return self.add_public(out, ring.high_bits(c, shift) - (offset >> shift))
+        todo = [i for i, shift in enumerate(shifts) if shift]
+        items = [
+            self.provider.get(Request(Kind.TRUNC, bits, tuple(xs[i].shape), param=shifts[i]))
+            for i in todo
+        ]
+        masked = [
+            self.add_public(xs[i], ring.encode_int(offset)) + item[0]
+            for i, item in zip(todo, items, strict=True)
+        ]
+        out = list(xs)
+        if not todo:
+            return out
+        for i, item, c in zip(todo, items, self.open(*masked), strict=True):
+            _r, r_high, r_msb = item
+            shift = shifts[i]
+            wrap = r_msb * (1 - ring.msb(c))
+            low = (wrap << (bits - shift)) - r_high
+            out[i] = self.add_public(low, ring.high_bits(c, shift) - (offset >> shift))
+        return out
 
     def trunc_many(self, xs: list[torch.Tensor], shift: int, ring: Ring) -> list[torch.Tensor]:
         """``trunc`` of several tensors in one round."""
