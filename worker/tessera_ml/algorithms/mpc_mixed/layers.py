@@ -118,22 +118,27 @@ def norm_backward(
     dgamma = sum(dy * x_hat), dbeta = sum(dy),
     dz = scale * dy - scale * dbeta / B - (scale * inv_std * dgamma / B) * centred."""
     batch = dy.shape[0]
+    f = ring.frac
+    per_row = round(ring.scale / batch)
     a_c, a_s, a_d, a_k = cache.material[:4]
     a_dc, a_ds, a_ck = cache.material[6:]
     e_c, e_s = cache.open_centred, cache.open_scale
-    (e_d,) = eng.open(dy - a_d)
-    t = eng.trunc(ring_sum(eng.product_of_masked(e_d, a_d, e_c, a_c, a_dc), 0), ring.frac, ring)
     dbeta = ring_sum(dy, 0)
-    dgamma = eng.trunc(eng.mul(t, cache.inv_std, ring), ring.frac, ring)
-    s_r = eng.trunc(eng.mul(cache.scale, cache.inv_std, ring), ring.frac, ring)
-    k = eng.mul_public(eng.trunc(eng.mul(s_r, dgamma, ring), ring.frac, ring), 1.0 / batch, ring)
-    v = eng.trunc(eng.mul(cache.scale, dbeta, ring), ring.frac, ring)
-    v = eng.mul_public(v, 1.0 / batch, ring)
+    # dy's opening, and the products that do not need it, in one round
+    (s_r, v), (e_d,) = eng.mul_many(
+        [(cache.scale, cache.inv_std), (cache.scale, dbeta)], ring, also=(dy - a_d,)
+    )
+    t = ring_sum(eng.product_of_masked(e_d, a_d, e_c, a_c, a_dc), 0)
+    t, s_r, v = eng.trunc_many([t, s_r, v], f, ring)
+    dgamma = eng.mul(t, cache.inv_std, ring)
+    # the divisions by B ride on dgamma's truncation
+    dgamma, s_r, v = eng.trunc_many([dgamma, s_r * per_row, v * per_row], f, ring)
+    k = eng.trunc(eng.mul(s_r, dgamma, ring), f, ring)
     (e_k,) = eng.open(k - a_k)
     both = eng.product_of_masked(e_d, a_d, e_s, a_s, a_ds) - eng.product_of_masked(
         e_c, a_c, e_k, a_k, a_ck
     )
-    dz = eng.trunc(both, ring.frac, ring) - v
+    dz = eng.trunc(both, f, ring) - v
     return dgamma, dbeta, dz
 
 
