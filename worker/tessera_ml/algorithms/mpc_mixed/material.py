@@ -21,7 +21,7 @@ class Kind(IntEnum):
     SQUARE = 3  # a, a*a
     TRUNC = 4  # r, r >> d (logical), msb(r)
     EXTEND = 5  # r in Z_2^32, r as an integer >> d in Z_2^64, msb(r) in Z_2^64
-    COMPARE = 6  # r, r as XOR-shared bits, then AND triples of the comparison tree
+    COMPARE = 6  # r, r as XOR-shared bits, r & (r << 1), then AND triples of the tree
     SELECT = 7  # a random bit b (XOR), and per use in a ring: b, a, a*b
     NORM = 8  # batch-norm masks and their products, each value opened once per step
     BIT = 9  # a random bit b, XOR-shared and additively shared in the ring
@@ -116,9 +116,9 @@ def layout(req: Request) -> list[Slot]:
             Slot(s, torch.int64, False),
         ]
     if req.kind == Kind.COMPARE:
-        slots = [Slot(s, dt, False), Slot(s, dt, True)]
+        slots = [Slot(s, dt, False), Slot(s, dt, True), Slot(s, dt, True)]
         levels = tree_levels(req.bits)
-        slots += [Slot(s, dt, True)] * (5 * (levels - 1) + 3)
+        slots += [Slot(s, dt, True)] * (5 * (levels - 2) + 3)
         return slots
     if req.kind == Kind.NORM:
         vec = (s[-1],)
@@ -168,9 +168,9 @@ def secrets(req: Request, gen: torch.Generator) -> list[torch.Tensor]:
         return [r, r_unsigned >> req.param, ((r >> 31) & 1).to(torch.int64)]
     if req.kind == Kind.COMPARE:
         r = ring.random(s, gen)
-        out = [r, r.clone()]
+        out = [r, r.clone(), r & (r << 1)]
         levels = tree_levels(req.bits)
-        for level in range(levels):
+        for level in range(1, levels):
             last = level == levels - 1
             a, b1 = ring.random(s, gen), ring.random(s, gen)
             if last:

@@ -292,17 +292,22 @@ class Engine:
         bits = ring.bits
         levels = tree_levels(bits)
         item = self.provider.get(Request(Kind.COMPARE, bits, tuple(x.shape)))
-        r, r_bits, tree = item[0], item[1], item[2:]
+        r, r_bits, r_pairs, tree = item[0], item[1], item[2], item[3:]
         c = self.reveal(x + r)
         low = ring.low_mask(bits - 1)
-        c_low = c & low
+        nc = ~(c & low)
         r_low = r_bits & low
-        # position i of g: r is larger at bit i; of e: r and c agree at bit i
-        g = r_low & ~c_low
-        e = ~(r_low ^ c_low) if self.index == 0 else r_low
-        shift = 1
-        for level in range(levels):
-            if level == levels - 1:
+        # position i of g: r is larger at bit i; of e: r and c agree at bit i (e = r XOR nc).
+        # The first level's AND gates, e_i & g_(i-1) and e_i & e_(i-1), only meet bits of c and
+        # of r, so the dealer's r_i & r_(i-1) (r_pairs) makes them local.
+        r_up, nc_up = r_low << 1, nc << 1
+        g = (r_low & nc) ^ (nc_up & (r_pairs ^ (nc & r_up)))
+        e = r_pairs ^ (r_low & nc_up) ^ (nc & r_up)
+        if self.index == 0:
+            e = e ^ (nc & nc_up)
+        shift = 2
+        for level in range(levels - 1):
+            if level == levels - 2:
                 a, b1, ab1 = tree[5 * level : 5 * level + 3]
                 d_e, d_1 = self.open_xor(e ^ a, (g << shift) ^ b1)
                 g = g ^ self._and_share(d_e, d_1, a, b1, ab1)
