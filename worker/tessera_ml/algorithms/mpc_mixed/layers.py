@@ -60,9 +60,11 @@ class NormCache:
     open_centred: torch.Tensor
     open_scale: torch.Tensor
     material: list[torch.Tensor]
+    running: tuple[torch.Tensor, torch.Tensor] | None = None
 
 
 BN_EPS = 1e-3
+BN_MOMENTUM = 0.1
 
 
 def norm_forward(
@@ -72,26 +74,38 @@ def norm_forward(
     beta: torch.Tensor,
     ring: Ring,
     bracket: Ring | None = None,
+    running: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> tuple[torch.Tensor, NormCache]:
     """Batch statistics, then y = (z - mean) * gamma / sqrt(var + eps) + beta.
 
     Returns y at 2 * ring.frac fractional bits (the caller truncates once, to whatever scale the
-    next layer wants) and what the backward pass needs. ``bracket``: see ``rsqrt``.
+    next layer wants) and what the backward pass needs. ``bracket``: see ``rsqrt``. With
+    ``running`` (mean, var), the cache also holds them updated by ``BN_MOMENTUM``, truncated in
+    the round of the scale's truncation.
     """
     batch = z.shape[0]
+    f = ring.frac
     material = eng.provider.get(Request(Kind.NORM, ring.bits, tuple(z.shape)))
     a_c, a_s, _a_d, _a_k, a_cc, a_cs = material[:6]
     mean = eng.mul_public(ring_sum(z, 0), 1.0 / batch, ring)
     centred = z - mean
     (e_c,) = eng.open(centred - a_c)
-    squares = eng.product_of_masked(e_c, a_c, e_c, a_c, a_cc)
-    sum_sq = eng.trunc(ring_sum(squares, 0), ring.frac, ring)
-    var = eng.mul_public(sum_sq, 1.0 / batch, ring)
+    sum_sq = ring_sum(eng.product_of_masked(e_c, a_c, e_c, a_c, a_cc), 0)
+    if batch & (batch - 1) == 0:  # dividing by B is part of the shift
+        var = eng.trunc(sum_sq, f + batch.bit_length() - 1, ring)
+    else:
+        var = eng.mul_public(eng.trunc(sum_sq, f, ring), 1.0 / batch, ring)
     inv_std = rsqrt(eng, eng.add_public(var, round(BN_EPS * ring.scale)), ring, bracket)
-    scale = eng.trunc(eng.mul(gamma, inv_std, ring), ring.frac, ring)
+    raw = [eng.mul(gamma, inv_std, ring)]
+    if running is not None:
+        factor = round(BN_MOMENTUM * ring.scale)
+        raw += [(mean - running[0]) * factor, (var - running[1]) * factor]
+    scale, *steps = eng.trunc_many(raw, f, ring)
     (e_s,) = eng.open(scale - a_s)
-    y = eng.product_of_masked(e_c, a_c, e_s, a_s, a_cs) + (beta << ring.frac)
+    y = eng.product_of_masked(e_c, a_c, e_s, a_s, a_cs) + (beta << f)
     cache = NormCache(centred, inv_std, scale, mean, var, e_c, e_s, material)
+    if running is not None:
+        cache.running = (running[0] + steps[0], running[1] + steps[1])
     return y, cache
 
 
@@ -142,22 +156,6 @@ def norm_backward(
     return dgamma, dbeta, dz
 
 
-def update_running(
-    eng: Engine,
-    cache: NormCache,
-    mean: torch.Tensor,
-    var: torch.Tensor,
-    momentum: float,
-    ring: Ring,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The running mean and variance: running + momentum * (batch value - running), both
-    truncated in one round."""
-    factor = round(momentum * ring.scale)
-    diffs = [(cache.mean - mean) * factor, (cache.var - var) * factor]
-    step_mean, step_var = eng.trunc_many(diffs, ring.frac, ring)
-    return mean + step_mean, var + step_var
-
-
 __all__ = [
     "NormCache",
     "Precision",
@@ -167,5 +165,4 @@ __all__ = [
     "norm_backward",
     "norm_eval",
     "norm_forward",
-    "update_running",
 ]

@@ -22,13 +22,10 @@ from tessera_ml.algorithms.mpc_mixed.layers import (
     norm_backward,
     norm_eval,
     norm_forward,
-    update_running,
 )
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine, SharedBit
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
-
-BN_MOMENTUM = 0.1
 
 
 def init_params(sizes: list[int], batch_norm: bool, seed: int) -> dict[str, torch.Tensor]:
@@ -108,10 +105,12 @@ def _hidden_forward(
     z_norm = prec.product_to_norm(eng, product)
     cache = None
     if training:
-        y, cache = norm_forward(eng, z_norm, p[f"gamma{i}"], p[f"beta{i}"], n, prec.bracket)
-        p[f"mean{i}"], p[f"var{i}"] = update_running(
-            eng, cache, p[f"mean{i}"], p[f"var{i}"], BN_MOMENTUM, n
+        running = (p[f"mean{i}"], p[f"var{i}"])
+        y, cache = norm_forward(
+            eng, z_norm, p[f"gamma{i}"], p[f"beta{i}"], n, prec.bracket, running
         )
+        assert cache.running is not None
+        p[f"mean{i}"], p[f"var{i}"] = cache.running
     else:
         y = norm_eval(
             eng, z_norm, p[f"gamma{i}"], p[f"beta{i}"], p[f"mean{i}"], p[f"var{i}"], n, prec.bracket

@@ -12,15 +12,15 @@ import torch
 from tessera_ml.algorithms.mpc_mixed.functions import softmax, softmax_plain, softmax_product
 from tessera_ml.algorithms.mpc_mixed.layers import (
     BN_EPS,
+    BN_MOMENTUM,
     bias_trunc,
     linear_backward,
     linear_forward,
     norm_backward,
     norm_eval,
     norm_forward,
-    update_running,
 )
-from tessera_ml.algorithms.mpc_mixed.model import BN_MOMENTUM, SharedMlp
+from tessera_ml.algorithms.mpc_mixed.model import SharedMlp
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 
@@ -106,8 +106,10 @@ def cnn_train_step(
     batch = x_fwd.shape[0]
     fwd = _weights(eng, prec, model)
     z_norm = prec.product_to_norm(eng, eng.matmul(patches(x_fwd), fwd["w0"], f))
-    y, cache = norm_forward(eng, z_norm, p["gamma0"], p["beta0"], n, prec.bracket)
-    p["mean0"], p["var0"] = update_running(eng, cache, p["mean0"], p["var0"], BN_MOMENTUM, n)
+    running = (p["mean0"], p["var0"])
+    y, cache = norm_forward(eng, z_norm, p["gamma0"], p["beta0"], n, prec.bracket, running)
+    assert cache.running is not None
+    p["mean0"], p["var0"] = cache.running
     h, bit = eng.relu(prec.norm_to_forward(eng, y, 2 * n.frac), f, b)
     product, pooled_back = prec.matmul_keeping_input(eng, pool(h, batch), fwd["w1"])
     logits = bias_trunc(eng, product, fwd["b1"], f)

@@ -7,8 +7,7 @@ from __future__ import annotations
 import torch
 
 from tessera_ml.algorithms.mpc_mixed.functions import softmax_plain
-from tessera_ml.algorithms.mpc_mixed.layers import BN_EPS
-from tessera_ml.algorithms.mpc_mixed.model import BN_MOMENTUM
+from tessera_ml.algorithms.mpc_mixed.layers import BN_EPS, BN_MOMENTUM
 
 
 class PlainMlp:
