@@ -143,3 +143,14 @@ def test_a_wide_product_and_truncation_take_one_round_instead_of_two() -> None:
         out = rounds(wide)
         assert out[-1].item() == spent
         assert torch.allclose(R32.decode(out[:-1]), torch.tensor([1.0, -13.0, -3.5]).double())
+
+
+@pytest.mark.parametrize(
+    ("ring", "wide"), [(R32, False), (R32, True), (R64, False)], ids=["r32", "r32-wide", "r64"]
+)
+def test_exp_surrogate_over_its_domain_and_past_its_cut(ring: Ring, wide: bool) -> None:
+    x = torch.cat([torch.linspace(-20.0, 0.0, 81, dtype=torch.float64), torch.tensor([-16.0])])
+    enc = ring.encode(x)
+    out = ring.decode(on_both(lambda e, v: F.exp_surrogate(e, v, ring, wide), enc, ring=ring))
+    assert torch.allclose(out, F.exp_surrogate_plain(x), atol=8 * 2.0**-ring.frac)
+    assert (out[x <= -16] == 0).all()

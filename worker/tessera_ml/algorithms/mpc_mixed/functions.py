@@ -34,24 +34,37 @@ def row_max(eng: Engine, x: torch.Tensor, ring: Ring) -> torch.Tensor:
 
 
 def mul_trunc(
-    eng: Engine, x: torch.Tensor, y: torch.Tensor | None, ring: Ring, wide: bool = False
+    eng: Engine,
+    x: torch.Tensor,
+    y: torch.Tensor | None,
+    ring: Ring,
+    wide: bool = False,
+    extra: int = 0,
 ) -> torch.Tensor:
-    """x * y (x * x when y is None) at the ring's scale. With ``wide`` (a Z_2^32 ring in a
-    mode that also has Z_2^64) the product is exact in Z_2^64 and comes back by a local
-    shift-and-reduce: one round; otherwise a Beaver product and a truncation: two."""
+    """x * y (x * x when y is None) at the ring's scale, divided by 2^extra. With ``wide`` (a
+    Z_2^32 ring in a mode that also has Z_2^64) the product is exact in Z_2^64 and comes back
+    by a local shift-and-reduce: one round; otherwise a Beaver product and a truncation: two."""
     if wide and ring.bits == 32:
-        return eng.trunc_reduce(eng.wide_mul(x, y), ring.frac)
+        return eng.trunc_reduce(eng.wide_mul(x, y), ring.frac + extra)
     product = eng.square(x, ring) if y is None else eng.mul(x, y, ring)
-    return eng.trunc(product, ring.frac, ring)
+    return eng.trunc(product, ring.frac + extra, ring)
 
 
 def exp_surrogate(eng: Engine, x: torch.Tensor, ring: Ring, wide: bool = False) -> torch.Tensor:
-    """relu(1 + x/2^k)^(2^k) for x <= 0; ``wide``: see ``mul_trunc``."""
+    """relu(1 + x/2^k)^(2^k) for x <= 0; ``wide``: see ``mul_trunc``.
+
+    Where the first square has room (Z_2^64, or wide products), relu(2^k + x) = 2^k relu(1 +
+    x/2^k) is squared and the factor 2^(2k) leaves with that square's truncation; in Z_2^32
+    alone x is truncated by k bits first (one round more)."""
     k = SOFTMAX_SQUARINGS
-    base = eng.trunc(x, k, ring)
-    base = eng.add_public(base, ring.scale)
-    y, _ = eng.relu(base, ring)
-    for _ in range(k):
+    if wide or ring.bits == 64:
+        y, _ = eng.relu(eng.add_public(x, ring.scale << k), ring)
+        y = mul_trunc(eng, y, None, ring, wide, extra=2 * k)
+    else:
+        base = eng.add_public(eng.trunc(x, k, ring), ring.scale)
+        y, _ = eng.relu(base, ring)
+        y = mul_trunc(eng, y, None, ring)
+    for _ in range(k - 1):
         y = mul_trunc(eng, y, None, ring, wide)
     return y
 
