@@ -21,7 +21,7 @@ class Kind(IntEnum):
     SQUARE = 3  # a, a*a
     TRUNC = 4  # r, r >> d (logical), msb(r)
     EXTEND = 5  # r in Z_2^32, r as an integer >> d in Z_2^64, msb(r) in Z_2^64
-    COMPARE = 6  # r, r as XOR-shared bits, r & (r << 1), then AND triples of the tree
+    COMPARE = 6  # r, r as XOR-shared bits, per-chunk tables of r, AND triples of the tree
     SELECT = 7  # a random bit b (XOR), and per use in a ring: b, a, a*b
     NORM = 8  # batch-norm masks and their products, each value opened once per step
     BIT = 9  # a random bit b, XOR-shared and additively shared in the ring
@@ -78,9 +78,22 @@ def _dtype(bits: int) -> torch.dtype:
     return torch.int32 if bits == 32 else torch.int64
 
 
+CHUNK_BITS = 4  # comparison: the dealer's tables cover this many bits of r at a time
+
+
+def compare_chunks(bits: int) -> int:
+    """Chunks of CHUNK_BITS bits covering the low ``bits - 1`` bits that a comparison compares."""
+    return -(-(bits - 1) // CHUNK_BITS)
+
+
 def tree_levels(bits: int) -> int:
-    """Levels of the prefix tree comparing the low ``bits - 1`` bits."""
-    return (bits - 2).bit_length()
+    """Levels of the prefix tree that combines the chunks."""
+    return (compare_chunks(bits) - 1).bit_length()
+
+
+def table_words(bits: int) -> int:
+    """int64 words holding the 2^CHUNK_BITS-bit tables of all chunks, back to back."""
+    return -(-(compare_chunks(bits) << CHUNK_BITS) // 64)
 
 
 def layout(req: Request) -> list[Slot]:
@@ -116,9 +129,9 @@ def layout(req: Request) -> list[Slot]:
             Slot(s, torch.int64, False),
         ]
     if req.kind == Kind.COMPARE:
-        slots = [Slot(s, dt, False), Slot(s, dt, True), Slot(s, dt, True)]
-        levels = tree_levels(req.bits)
-        slots += [Slot(s, dt, True)] * (5 * (levels - 2) + 3)
+        table = Slot((*s, table_words(req.bits)), torch.int64, True)
+        slots = [Slot(s, dt, False), Slot(s, dt, True), table, table]
+        slots += [Slot(s, dt, True)] * (5 * (tree_levels(req.bits) - 1) + 3)
         return slots
     if req.kind == Kind.NORM:
         vec = (s[-1],)
@@ -168,9 +181,10 @@ def secrets(req: Request, gen: torch.Generator) -> list[torch.Tensor]:
         return [r, r_unsigned >> req.param, ((r >> 31) & 1).to(torch.int64)]
     if req.kind == Kind.COMPARE:
         r = ring.random(s, gen)
-        out = [r, r.clone(), r & (r << 1)]
+        less, equal = _chunk_tables(r.to(torch.int64) & ((1 << (req.bits - 1)) - 1), req.bits)
+        out = [r, r.clone(), less, equal]
         levels = tree_levels(req.bits)
-        for level in range(1, levels):
+        for level in range(levels):
             last = level == levels - 1
             a, b1 = ring.random(s, gen), ring.random(s, gen)
             if last:
@@ -197,6 +211,24 @@ def secrets(req: Request, gen: torch.Generator) -> list[torch.Tensor]:
             out += [b, a, a * b]
         return out
     raise ValueError(f"unknown material kind {req.kind}")
+
+
+def _chunk_tables(r_low: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per chunk j of r, bit v of table j is [chunk > v] (``less``) or [chunk == v]
+    (``equal``); table j starts at bit j * 2^CHUNK_BITS of the packed words."""
+    chunks, size = compare_chunks(bits), 1 << CHUNK_BITS
+    shifts = torch.arange(chunks, dtype=torch.int64) * CHUNK_BITS
+    values = ((r_low.unsqueeze(-1) >> shifts) & (size - 1)).unsqueeze(-1)
+    entries = torch.arange(size, dtype=torch.int64)
+    return _pack_bits(values > entries, bits), _pack_bits(values == entries, bits)
+
+
+def _pack_bits(table: torch.Tensor, bits: int) -> torch.Tensor:
+    flat = table.flatten(-2).to(torch.int64)
+    words = table_words(bits)
+    flat = torch.nn.functional.pad(flat, (0, words * 64 - flat.shape[-1]))
+    weights = torch.ones(64, dtype=torch.int64) << torch.arange(64, dtype=torch.int64)
+    return (flat.unflatten(-1, (words, 64)) * weights).sum(-1)
 
 
 def _extension_mask(

@@ -16,7 +16,13 @@ import torch
 
 from tessera_ml.algorithms.mpc_mixed.channel import Peer
 from tessera_ml.algorithms.mpc_mixed.dealer import Provider
-from tessera_ml.algorithms.mpc_mixed.material import Kind, Request, tree_levels
+from tessera_ml.algorithms.mpc_mixed.material import (
+    CHUNK_BITS,
+    Kind,
+    Request,
+    compare_chunks,
+    tree_levels,
+)
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 
 R32 = Ring(32, 0)
@@ -292,22 +298,21 @@ class Engine:
         bits = ring.bits
         levels = tree_levels(bits)
         item = self.provider.get(Request(Kind.COMPARE, bits, tuple(x.shape)))
-        r, r_bits, r_pairs, tree = item[0], item[1], item[2], item[3:]
+        r, r_bits, less, equal, tree = item[0], item[1], item[2], item[3], item[4:]
         c = self.reveal(x + r)
-        low = ring.low_mask(bits - 1)
-        nc = ~(c & low)
-        r_low = r_bits & low
-        # position i of g: r is larger at bit i; of e: r and c agree at bit i (e = r XOR nc).
-        # The first level's AND gates, e_i & g_(i-1) and e_i & e_(i-1), only meet bits of c and
-        # of r, so the dealer's r_i & r_(i-1) (r_pairs) makes them local.
-        r_up, nc_up = r_low << 1, nc << 1
-        g = (r_low & nc) ^ (nc_up & (r_pairs ^ (nc & r_up)))
-        e = r_pairs ^ (r_low & nc_up) ^ (nc & r_up)
-        if self.index == 0:
-            e = e ^ (nc & nc_up)
-        shift = 2
-        for level in range(levels - 1):
-            if level == levels - 2:
+        # per chunk of CHUNK_BITS bits, [r > c] and [r == c] are entries of the dealer's
+        # tables at the public chunk of c: local. The tree combines the chunks (placed at bit
+        # CHUNK_BITS * j of a word): g (r larger so far), e (equal so far).
+        chunks = compare_chunks(bits)
+        at = torch.arange(chunks, dtype=torch.int64) * CHUNK_BITS
+        c_low = c.to(torch.int64) & ((1 << (bits - 1)) - 1)
+        value = (c_low.unsqueeze(-1) >> at) & ((1 << CHUNK_BITS) - 1)
+        index = (torch.arange(chunks, dtype=torch.int64) << CHUNK_BITS) + value
+        g = self._pick(less, index, at).to(ring.dtype)
+        e = self._pick(equal, index, at).to(ring.dtype)
+        shift = CHUNK_BITS
+        for level in range(levels):
+            if level == levels - 1:
                 a, b1, ab1 = tree[5 * level : 5 * level + 3]
                 d_e, d_1 = self.open_xor(e ^ a, (g << shift) ^ b1)
                 g = g ^ self._and_share(d_e, d_1, a, b1, ab1)
@@ -317,11 +322,19 @@ class Engine:
                 g = g ^ self._and_share(d_e, d_1, a, b1, ab1)
                 e = self._and_share(d_e, d_2, a, b2, ab2)
             shift *= 2
-        borrow = (g >> (bits - 2)) & 1
+        borrow = (g >> (CHUNK_BITS * (chunks - 1))) & 1
         bit = ((r_bits >> (bits - 1)) & 1) ^ borrow
         if self.index == 0:
             bit = bit ^ ((c >> (bits - 1)) & 1) ^ 1
         return bit.to(torch.uint8)
+
+    @staticmethod
+    def _pick(table: torch.Tensor, index: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
+        """XOR shares of bit ``index`` of the packed tables (one per chunk), each placed at
+        bit ``at`` of a word."""
+        word = torch.gather(table, -1, index >> 6)
+        bit = (word >> (index & 63)) & 1
+        return (bit << at).sum(-1)
 
     def _and_share(
         self,
