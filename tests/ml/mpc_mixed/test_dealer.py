@@ -25,6 +25,7 @@ REQUESTS = [
     Request(Kind.MATMUL_PAIR, 64, (5, 3), (3, 2)),
     Request(Kind.WIDE_MUL, 64, (4, 3)),
     Request(Kind.WIDE_MUL, 64, (4, 3), param=1),
+    Request(Kind.WIDE_MATMUL, 64, (4, 3), (3, 2)),
 ]
 
 

@@ -376,3 +376,52 @@ def test_several_products_and_truncations_by_different_shifts_in_one_round_each(
     expected = torch.cat([xa * ya, xa * xa / 2, (wa * xa).flatten()])
     assert torch.allclose(got, expected, atol=4 * 2.0**-ring.frac)
     assert torch.equal(out[-7:], extra * 2)
+
+
+def test_wide_matmul_of_a_32_bit_input_and_64_bit_weights_is_exact() -> None:
+    bound = 2**30
+    x = torch.randint(-bound, bound, (16, 8), generator=GEN, dtype=torch.int64)
+    x[0, :4] = torch.tensor([-bound, bound - 1, -1, 0])
+    w = torch.randint(-(2**30), 2**30, (8, 3), generator=GEN, dtype=torch.int64)
+    w[0, 0] = -(2**30)
+    x32 = x.to(torch.int32)
+    w_mask = Ring(64, 0).random((8, 3), GEN)  # w's shares: w - mask and mask, both wrapping
+
+    def fn(eng: Engine, a: torch.Tensor) -> torch.Tensor:
+        before = eng.peer.stats.rounds
+        product, extended = eng.wide_matmul(a, w - w_mask if eng.index == 0 else w_mask)
+        assert eng.peer.stats.rounds - before == 1
+        opened = [eng.reveal(product).flatten(), eng.reveal(extended).flatten()]
+        return eng.public(torch.cat(opened))
+
+    out = on_both(fn, x32, ring=Ring(32, 12))
+    assert torch.equal(out[:48], (x @ w).flatten())
+    assert torch.equal(out[48:], x.flatten())
+
+
+@pytest.mark.parametrize("mode", ["mixed", "all64", "all32"])
+def test_output_layer_keeping_its_input(mode: str) -> None:
+    """x @ w + b at p1 and x in the backward ring; mixed: one round, from the Z_2^64 weights."""
+    prec = Precision.of(mode, 12, 20)
+    f, b = prec.forward, prec.backward
+    a = _real((30, 6), 2).clamp(min=0)
+    a[0, :2] = torch.tensor([0.0, 2.0**-12])
+    weights, bias = _real((6, 4), 1), _real((4,), 1)
+    x = f.encode(a)
+
+    def fn(eng: Engine, x: torch.Tensor) -> torch.Tensor:
+        w_back, b_back = eng.public(b.encode(weights)), eng.public(b.encode(bias))
+        w_pair = (prec.weights_to_forward(eng, w_back), w_back)
+        b_pair = (prec.weights_to_forward(eng, b_back), b_back)
+        before = eng.peer.stats.rounds
+        logits, x_back = prec.linear_keeping_input(eng, x, w_pair, b_pair)
+        assert eng.peer.stats.rounds - before == (1 if prec.split else 2)
+        assert logits.dtype == f.dtype and x_back.dtype == b.dtype
+        parts = [eng.reveal(t).to(torch.int64).flatten() for t in (logits, x_back)]
+        return eng.public(torch.cat(parts))
+
+    out = on_both(fn, x, ring=f).double()
+    xa = f.decode(x)
+    expected = xa @ weights + bias
+    assert ((out[:120] / f.scale - expected.flatten()).abs() <= 4 * 2.0**-f.frac).all()
+    assert torch.equal(out[120:] / b.scale, xa.flatten())

@@ -27,6 +27,7 @@ class Kind(IntEnum):
     BIT = 9  # a random bit b, XOR-shared and additively shared in the ring
     MATMUL_PAIR = 10  # a, b, a@b, d, b@d: x @ y and y @ w with y opened once
     WIDE_MUL = 11  # extension masks of x and y (or x alone, param 1) and their Z_2^64 products
+    WIDE_MATMUL = 12  # extension mask of x (n, k), mask b of w (k, j), R @ b, msb(r)_ik b_kj
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,19 @@ def layout(req: Request) -> list[Slot]:
         if req.param == 1:
             return [*mask, Slot(s, torch.int64, False), Slot(s, torch.int64, False)]
         return [*mask, *mask] + [Slot(s, torch.int64, False)] * 3
+    if req.kind == Kind.WIDE_MATMUL:
+        n, k, j = s[0], s[1], req.other[-1]
+        mask = [
+            Slot(s, torch.int32, False),
+            Slot(s, torch.int64, False),
+            Slot(s, torch.int64, False),
+        ]
+        return [
+            *mask,
+            Slot(req.other, torch.int64, False),
+            Slot((n, j), torch.int64, False),
+            Slot((n, k, j), torch.int32, False),
+        ]
     if req.kind == Kind.SQUARE:
         return [Slot(s, dt, False), Slot(s, dt, False)]
     if req.kind == Kind.TRUNC:
@@ -169,6 +183,11 @@ def secrets(req: Request, gen: torch.Generator) -> list[torch.Tensor]:
         r_y, big_y, m_y = _extension_mask(s, gen)
         products = [big_x * big_y, big_x * m_y, m_x * big_y]
         return [r_x, big_x, m_x, r_y, big_y, m_y, *products]
+    if req.kind == Kind.WIDE_MATMUL:
+        r, big, m = _extension_mask(s, gen)
+        b = Ring(64, 0).random(req.other, gen)
+        # m_ik b_kj is needed modulo 2^32 only: its term carries 2^32
+        return [r, big, m, b, big @ b, (m.unsqueeze(-1) * b.unsqueeze(0)).to(torch.int32)]
     if req.kind == Kind.SQUARE:
         a = ring.random(s, gen)
         return [a, a * a]

@@ -162,10 +162,12 @@ def train_step(
         caches.append(_HiddenCache(bit, norm))
         if h_back is not None:
             inputs_back.append(h_back)
-    product, h_back = _input_product(eng, prec, h, fwd[f"w{last}"], keep=last > 0)
-    if h_back is not None:
+    w, bias = (fwd[f"w{last}"], p[f"w{last}"]), (fwd[f"b{last}"], p[f"b{last}"])
+    if last > 0:
+        logits, h_back = prec.linear_keeping_input(eng, h, w, bias)
         inputs_back.append(h_back)
-    logits = bias_trunc(eng, product, fwd[f"b{last}"], f)
+    else:
+        logits = linear_forward(eng, h, w[0], bias[0], f)
     product = softmax_product(eng, logits, f, prec.split)
     probs, dz = prec.softmax_gradient(eng, product, y_back, lr / x_fwd.shape[0])
     grads: dict[str, torch.Tensor] = {}

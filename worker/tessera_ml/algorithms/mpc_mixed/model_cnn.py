@@ -13,7 +13,6 @@ from tessera_ml.algorithms.mpc_mixed.functions import softmax, softmax_plain, so
 from tessera_ml.algorithms.mpc_mixed.layers import (
     BN_EPS,
     BN_MOMENTUM,
-    bias_trunc,
     linear_backward,
     linear_forward,
     norm_backward,
@@ -111,8 +110,8 @@ def cnn_train_step(
     assert cache.running is not None
     p["mean0"], p["var0"] = cache.running
     h, bit = eng.relu(prec.norm_to_forward(eng, y, 2 * n.frac), f, b)
-    product, pooled_back = prec.matmul_keeping_input(eng, pool(h, batch), fwd["w1"])
-    logits = bias_trunc(eng, product, fwd["b1"], f)
+    weights, bias = (fwd["w1"], p["w1"]), (fwd["b1"], p["b1"])
+    logits, pooled_back = prec.linear_keeping_input(eng, pool(h, batch), weights, bias)
     product = softmax_product(eng, logits, f, prec.split)
     probs, dz = prec.softmax_gradient(eng, product, y_back, lr / batch)
     dw1, db1, dpooled = linear_backward(eng, pooled_back, p["w1"], dz, b, need_dx=True)

@@ -74,6 +74,25 @@ class Precision:
         product, extended = eng.matmul_extend(x, w, self.forward)
         return product, eng.shift_left(extended, self.backward.frac - self.forward.frac)
 
+    def linear_keeping_input(
+        self,
+        eng: Engine,
+        x: torch.Tensor,
+        w: tuple[torch.Tensor, torch.Tensor],
+        b: tuple[torch.Tensor, torch.Tensor],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """x @ w + b in the forward ring at p1, and x in the backward ring; ``w`` and ``b``
+        are given as (forward ring, backward ring). In ``mixed`` the product of x with the
+        Z_2^64 weights is exact (``wide_matmul``, which also extends x), so its truncation is
+        a local shift-and-reduce: one round in all, not two."""
+        f, back = self.forward, self.backward
+        if not self.split:
+            product = eng.matmul(x, w[0], f)
+            return eng.trunc(product + (b[0] << f.frac), f.frac, f), x
+        product, extended = eng.wide_matmul(x, w[1])
+        logits = self._shift_reduce(eng, product + (b[1] << f.frac), back.frac)
+        return logits, eng.shift_left(extended, back.frac - f.frac)
+
     def softmax_gradient(
         self, eng: Engine, product: torch.Tensor, y: torch.Tensor, scale: float
     ) -> tuple[torch.Tensor, torch.Tensor]:

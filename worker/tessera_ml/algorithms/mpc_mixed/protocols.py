@@ -270,6 +270,24 @@ class Engine:
         z = z + ((p_x * w_y * m_y + p_y * w_x * m_x - w_y * x_my - w_x * mx_y) << 32)
         return self.add_public(z, p_x * p_y)
 
+    def wide_matmul(self, x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x @ w for x in Z_2^32 (|x| < 2^30) and w in Z_2^64, exact in Z_2^64, and x extended
+        to Z_2^64: one round (x opened as for an extension, w as w - b).
+
+        With x = P - R + 2^32 (D * m) (P, D public after the opening): P @ w is local,
+        R @ w = R @ (w - b) + R @ b with the dealer's R @ b, and (D * m) @ w needs, besides
+        (D * m) @ (w - b), the sums over i of D_ik m_ik b_kj, from the dealer's m_ik b_kj
+        modulo 2^32 (the term carries 2^32)."""
+        assert x.dtype == torch.int32 and w.dtype == torch.int64
+        req = Request(Kind.WIDE_MATMUL, 64, tuple(x.shape), tuple(w.shape))
+        r, big, m, b, big_b, m_b = self.provider.get(req)
+        c, f = self.open(self.add_public(x, 1 << 30) + r, w - b)
+        p, d = _public_parts(c)
+        d_m = d * m
+        wrap = d_m @ f + (d.unsqueeze(-1) * m_b.to(torch.int64)).sum(1)
+        z = p @ w - big @ f - big_b + (wrap << 32)
+        return z, self._extended(c, big, m, 0)
+
     def trunc_reduce(self, x: torch.Tensor, shift: int) -> torch.Tensor:
         """Z_2^64 -> Z_2^32 with a right shift by ``shift`` <= 32, locally (no round).
 
