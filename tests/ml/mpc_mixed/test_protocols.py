@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from tessera_ml.algorithms.mpc_mixed.local import run_two
+from tessera_ml.algorithms.mpc_mixed.model import SharedMlp
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
@@ -425,3 +426,21 @@ def test_output_layer_keeping_its_input(mode: str) -> None:
     expected = xa @ weights + bias
     assert ((out[:120] / f.scale - expected.flatten()).abs() <= 4 * 2.0**-f.frac).all()
     assert torch.equal(out[120:] / b.scale, xa.flatten())
+
+
+def test_initial_weights_reach_the_forward_ring_without_rounding_bias() -> None:
+    """Shares of the public initial weights are masked, so the local shift-and-reduce rounds
+    them stochastically (shares w and 0 would round every weight up)."""
+    prec = Precision.of("mixed", 12, 20)
+    plain = {"w0": torch.rand(64, 64, generator=GEN, dtype=torch.float64) - 0.5}
+
+    def fn(eng: Engine, _: torch.Tensor) -> torch.Tensor:
+        model = SharedMlp.from_plain(eng, plain, prec.backward, False, seed=3)
+        assert not torch.equal(model.params["w0"], prec.backward.encode(plain["w0"]))
+        w32 = prec.weights_to_forward(eng, model.params["w0"])
+        return eng.public(eng.reveal(w32).to(torch.int64))
+
+    out = on_both(fn, torch.zeros(1, dtype=torch.int64), ring=Ring(64, 20))
+    error = out * 2**8 - prec.backward.encode(plain["w0"])  # in units of 2^-20
+    assert error.abs().max() < 2**8
+    assert abs(error.double().mean().item()) < 16

@@ -58,10 +58,18 @@ class SharedMlp:
 
     @staticmethod
     def from_plain(
-        eng: Engine, plain: dict[str, torch.Tensor], ring: Ring, batch_norm: bool
+        eng: Engine, plain: dict[str, torch.Tensor], ring: Ring, batch_norm: bool, seed: int = 0
     ) -> SharedMlp:
+        """Shares of the public initial parameters: v + s for party 0 and -s for party 1, with s
+        uniform from ``seed`` (the same for both). The weights are public at this point; the mask
+        makes party 0's share uniform, which the local shift-and-reduce to the forward ring needs
+        for its rounding to be unbiased (with shares v and 0 it would round every weight up)."""
         layers = sum(1 for k in plain if k.startswith("w"))
-        shares = {k: eng.public(ring.encode(v)) for k, v in plain.items()}
+        gen = torch.Generator().manual_seed(seed)
+        shares: dict[str, torch.Tensor] = {}
+        for k, v in plain.items():
+            mask = ring.random(tuple(v.shape), gen)
+            shares[k] = ring.encode(v) + mask if eng.index == 0 else -mask
         return SharedMlp(layers, batch_norm, shares)
 
     def has_norm(self, i: int) -> bool:

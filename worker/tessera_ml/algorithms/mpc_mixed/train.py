@@ -254,7 +254,7 @@ def _compute(ctx: RankContext, roles: Roles) -> dict[str, Any]:
     eng = Engine(index, peer, provider)
     inputs = _receive_inputs(ctx, roles, prec)
     plain = initial_params(cfg, inputs.x_train.shape[1], inputs.classes)
-    model = SharedMlp.from_plain(eng, plain, prec.backward, cfg.batch_norm)
+    model = SharedMlp.from_plain(eng, plain, prec.backward, cfg.batch_norm, cfg.seed)
     n_train = inputs.x_train.shape[0]
     per_epoch = n_train // cfg.batch_size
     if per_epoch == 0:
