@@ -16,15 +16,15 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, get_args
 
 import torch
 from torch import nn
 
 from tessera_ml.algorithms.zo_pair.seeds import mix
+from tessera_ml.algorithms.zo_pair.spec import Distribution
 
-Distribution = Literal["rademacher", "gaussian"]
-DISTRIBUTIONS: tuple[Distribution, ...] = ("rademacher", "gaussian")
+DISTRIBUTIONS: tuple[Distribution, ...] = get_args(Distribution)
 
 
 def _sign_table(dtype: torch.dtype, device: torch.device) -> torch.Tensor:

@@ -20,6 +20,7 @@ from tessera_ml.spec import (
 )
 
 PROCESSOR = "processor"
+Distribution = Literal["rademacher", "gaussian"]
 
 
 class ZoPairConfig(AlgorithmConfig):
@@ -45,7 +46,7 @@ class ZoPairConfig(AlgorithmConfig):
         description="shared: one perturbation per step for all; per_pair: each pair its own, "
         "the update averaging the pairs' directions",
     )
-    perturbation: Literal["rademacher", "gaussian"] = Field(
+    perturbation: Distribution = Field(
         default="rademacher",
         description="Distribution of z: rademacher (random ±1 signs, one random bit per weight) "
         "or gaussian (standard normal, as in MeZO)",
