@@ -91,7 +91,7 @@ def _input_product(
     return eng.matmul(h, w, prec.forward), None
 
 
-def _hidden_forward(
+def hidden_forward(
     eng: Engine,
     prec: Precision,
     model: SharedMlp,
@@ -128,7 +128,7 @@ def _hidden_forward(
     return out, bit, cache, h_back
 
 
-def _forward_weights(eng: Engine, prec: Precision, model: SharedMlp) -> dict[str, torch.Tensor]:
+def forward_weights(eng: Engine, prec: Precision, model: SharedMlp) -> dict[str, torch.Tensor]:
     """Weights and biases of the linear layers, shifted and reduced to the forward ring (local
     in ``mixed``: no round)."""
     names = [k for k in model.params if k.startswith(("w", "b")) and not k.startswith("beta")]
@@ -138,10 +138,10 @@ def _forward_weights(eng: Engine, prec: Precision, model: SharedMlp) -> dict[str
 
 def forward(eng: Engine, prec: Precision, model: SharedMlp, x_fwd: torch.Tensor) -> torch.Tensor:
     """Evaluation forward pass: the softmax output in the forward ring."""
-    fwd = _forward_weights(eng, prec, model)
+    fwd = forward_weights(eng, prec, model)
     h = x_fwd
     for i in range(model.layers - 1):
-        h, _, _, _ = _hidden_forward(eng, prec, model, i, h, fwd, training=False)
+        h, _, _, _ = hidden_forward(eng, prec, model, i, h, fwd, training=False)
     last = model.layers - 1
     logits = linear_forward(eng, h, fwd[f"w{last}"], fwd[f"b{last}"], prec.forward)
     return softmax(eng, logits, prec.forward, prec.split)
@@ -160,13 +160,13 @@ def train_step(
     f, b = prec.forward, prec.backward
     p = model.params
     last = model.layers - 1
-    fwd = _forward_weights(eng, prec, model)
+    fwd = forward_weights(eng, prec, model)
     caches: list[_HiddenCache] = []
     # each hidden output reaches the backward ring in the round of the next layer's product
     inputs_back = [x_back]
     h = x_fwd
     for i in range(last):
-        h, bit, norm, h_back = _hidden_forward(eng, prec, model, i, h, fwd, True, keep=i > 0)
+        h, bit, norm, h_back = hidden_forward(eng, prec, model, i, h, fwd, True, keep=i > 0)
         caches.append(_HiddenCache(bit, norm))
         if h_back is not None:
             inputs_back.append(h_back)

@@ -16,10 +16,8 @@ from tessera_ml.algorithms.mpc_mixed.layers import (
     linear_backward,
     linear_forward,
     norm_backward,
-    norm_eval,
-    norm_forward,
 )
-from tessera_ml.algorithms.mpc_mixed.model import SharedMlp
+from tessera_ml.algorithms.mpc_mixed.model import SharedMlp, forward_weights, hidden_forward
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 
@@ -76,18 +74,10 @@ def init_cnn(channels: int, classes: int, seed: int) -> dict[str, torch.Tensor]:
     }
 
 
-def _weights(eng: Engine, prec: Precision, model: SharedMlp) -> dict[str, torch.Tensor]:
-    names = ["w0", "w1", "b1"]
-    converted = prec.weights_to_forward_many(eng, [model.params[k] for k in names])
-    return dict(zip(names, converted, strict=True))
-
-
 def cnn_forward(eng: Engine, prec: Precision, model: SharedMlp, x: torch.Tensor) -> torch.Tensor:
-    f, n, p = prec.forward, prec.norm, model.params
-    fwd = _weights(eng, prec, model)
-    z_norm = prec.product_to_norm(eng, eng.matmul(patches(x), fwd["w0"], f))
-    y = norm_eval(eng, z_norm, p["gamma0"], p["beta0"], p["mean0"], p["var0"], n, prec.bracket)
-    h, _ = eng.relu(prec.norm_to_forward(eng, y, 2 * n.frac), f)
+    f = prec.forward
+    fwd = forward_weights(eng, prec, model)
+    h, _, _, _ = hidden_forward(eng, prec, model, 0, patches(x), fwd, training=False)
     logits = linear_forward(eng, pool(h, x.shape[0]), fwd["w1"], fwd["b1"], f)
     return softmax(eng, logits, f, prec.split)
 
@@ -101,15 +91,11 @@ def cnn_train_step(
     y_back: torch.Tensor,
     lr: float,
 ) -> torch.Tensor:
-    f, n, b, p = prec.forward, prec.norm, prec.backward, model.params
+    f, b, p = prec.forward, prec.backward, model.params
     batch = x_fwd.shape[0]
-    fwd = _weights(eng, prec, model)
-    z_norm = prec.product_to_norm(eng, eng.matmul(patches(x_fwd), fwd["w0"], f))
-    running = (p["mean0"], p["var0"])
-    y, cache = norm_forward(eng, z_norm, p["gamma0"], p["beta0"], n, prec.bracket, running)
-    assert cache.running is not None
-    p["mean0"], p["var0"] = cache.running
-    h, bit = eng.relu(prec.norm_to_forward(eng, y, 2 * n.frac), f, b)
+    fwd = forward_weights(eng, prec, model)
+    h, bit, cache, _ = hidden_forward(eng, prec, model, 0, patches(x_fwd), fwd, training=True)
+    assert cache is not None
     weights, bias = (fwd["w1"], p["w1"]), (fwd["b1"], p["b1"])
     logits, pooled_back = prec.linear_keeping_input(eng, pool(h, batch), weights, bias)
     product = softmax_product(eng, logits, f, prec.split)
