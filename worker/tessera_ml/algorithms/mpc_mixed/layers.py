@@ -55,8 +55,6 @@ class NormCache:
     centred: torch.Tensor
     inv_std: torch.Tensor
     scale: torch.Tensor
-    mean: torch.Tensor
-    var: torch.Tensor
     open_centred: torch.Tensor
     open_scale: torch.Tensor
     material: list[torch.Tensor]
@@ -103,7 +101,7 @@ def norm_forward(
     scale, *steps = eng.trunc_many(raw, f, ring)
     (e_s,) = eng.open(scale - a_s)
     y = eng.product_of_masked(e_c, a_c, e_s, a_s, a_cs) + (beta << f)
-    cache = NormCache(centred, inv_std, scale, mean, var, e_c, e_s, material)
+    cache = NormCache(centred, inv_std, scale, e_c, e_s, material)
     if running is not None:
         cache.running = (running[0] + steps[0], running[1] + steps[1])
     return y, cache
