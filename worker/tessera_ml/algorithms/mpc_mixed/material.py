@@ -111,21 +111,13 @@ def layout(req: Request) -> list[Slot]:
         shapes = [s, o, (s[0], o[-1]), (o[-1], s[0]), (o[0], s[0])]
         return [Slot(shape, dt, False) for shape in shapes]
     if req.kind == Kind.WIDE_MUL:
-        mask = [
-            Slot(s, torch.int32, False),
-            Slot(s, torch.int64, False),
-            Slot(s, torch.int64, False),
-        ]
+        mask = _extension_slots(s)
         if req.param == 1:
             return [*mask, Slot(s, torch.int64, False), Slot(s, torch.int64, False)]
         return [*mask, *mask] + [Slot(s, torch.int64, False)] * 3
     if req.kind == Kind.WIDE_MATMUL:
         n, k, j = s[0], s[1], req.other[-1]
-        mask = [
-            Slot(s, torch.int32, False),
-            Slot(s, torch.int64, False),
-            Slot(s, torch.int64, False),
-        ]
+        mask = _extension_slots(s)
         return [
             *mask,
             Slot(req.other, torch.int64, False),
@@ -137,11 +129,7 @@ def layout(req: Request) -> list[Slot]:
     if req.kind == Kind.TRUNC:
         return [Slot(s, dt, False)] * 3
     if req.kind == Kind.EXTEND:
-        return [
-            Slot(s, torch.int32, False),
-            Slot(s, torch.int64, False),
-            Slot(s, torch.int64, False),
-        ]
+        return _extension_slots(s)
     if req.kind == Kind.COMPARE:
         table = Slot((*s, table_words(req.bits)), torch.int64, True)
         slots = [Slot(s, dt, False), Slot(s, dt, True), table, table]
@@ -195,9 +183,8 @@ def secrets(req: Request, gen: torch.Generator) -> list[torch.Tensor]:
         r = ring.random(s, gen)
         return [r, ring.high_bits(r, req.param), ring.msb(r)]
     if req.kind == Kind.EXTEND:
-        r = Ring(32, 0).random(s, gen)
-        r_unsigned = r.to(torch.int64) & 0xFFFFFFFF
-        return [r, r_unsigned >> req.param, ((r >> 31) & 1).to(torch.int64)]
+        r, unsigned, msb = _extension_mask(s, gen)
+        return [r, unsigned >> req.param, msb]
     if req.kind == Kind.COMPARE:
         r = ring.random(s, gen)
         less, equal = _chunk_tables(r.to(torch.int64) & ((1 << (req.bits - 1)) - 1), req.bits)
@@ -248,6 +235,15 @@ def _pack_bits(table: torch.Tensor, bits: int) -> torch.Tensor:
     flat = torch.nn.functional.pad(flat, (0, words * 64 - flat.shape[-1]))
     weights = torch.ones(64, dtype=torch.int64) << torch.arange(64, dtype=torch.int64)
     return (flat.unflatten(-1, (words, 64)) * weights).sum(-1)
+
+
+def _extension_slots(shape: tuple[int, ...]) -> list[Slot]:
+    """Layout of ``_extension_mask``: r in Z_2^32, r unsigned and msb(r) in Z_2^64."""
+    return [
+        Slot(shape, torch.int32, False),
+        Slot(shape, torch.int64, False),
+        Slot(shape, torch.int64, False),
+    ]
 
 
 def _extension_mask(
