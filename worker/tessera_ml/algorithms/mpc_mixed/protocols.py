@@ -74,14 +74,17 @@ class Engine:
 
     def mul(self, x: torch.Tensor, y: torch.Tensor, ring: Ring) -> torch.Tensor:
         """Elementwise (broadcasting) product; fixed-point scales add up (no truncation)."""
-        a, b, c = self.provider.get(Request(Kind.MUL, ring.bits, tuple(x.shape), tuple(y.shape)))
-        e, f = self.open(x - a, y - b)
-        z = c + e * b + a * f
-        return z + e * f if self.index == 0 else z
+        return self.mul_many([(x, y)], ring)[0][0]
 
     def matmul(self, x: torch.Tensor, y: torch.Tensor, ring: Ring) -> torch.Tensor:
         a, b, c = self.provider.get(Request(Kind.MATMUL, ring.bits, tuple(x.shape), tuple(y.shape)))
         e, f = self.open(x - a, y - b)
+        return self._matmul_of_masked(e, a, f, b, c)
+
+    def _matmul_of_masked(
+        self, e: torch.Tensor, a: torch.Tensor, f: torch.Tensor, b: torch.Tensor, c: torch.Tensor
+    ) -> torch.Tensor:
+        """Share of x @ y from the opened e = x - a, f = y - b and the triple's c = a @ b."""
         z = c + e @ b + a @ f
         return z + e @ f if self.index == 0 else z
 
@@ -93,8 +96,7 @@ class Engine:
         a, b, c = self.provider.get(Request(Kind.MATMUL, ring.bits, tuple(x.shape), tuple(y.shape)))
         r32, r64, r_msb = self.provider.get(Request(Kind.EXTEND, 64, tuple(x.shape)))
         e, f, masked = self.open(x - a, y - b, self.add_public(x, 1 << 30) + r32)
-        z = c + e @ b + a @ f
-        return z + e @ f if self.index == 0 else z, self._extended(masked, r64, r_msb, 0)
+        return self._matmul_of_masked(e, a, f, b, c), self._extended(masked, r64, r_msb, 0)
 
     def matmul_pair(
         self, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor, ring: Ring
@@ -146,10 +148,7 @@ class Engine:
         return products, opened[at:]
 
     def square(self, x: torch.Tensor, ring: Ring) -> torch.Tensor:
-        a, aa = self.provider.get(Request(Kind.SQUARE, ring.bits, tuple(x.shape)))
-        (e,) = self.open(x - a)
-        z = aa + 2 * e * a
-        return z + e * e if self.index == 0 else z
+        return self.mul_many([(x, None)], ring)[0][0]
 
     def product_of_masked(
         self,
