@@ -8,7 +8,7 @@ import torch
 
 from tessera_ml.algorithms.mpc_mixed import data
 from tessera_ml.algorithms.mpc_mixed.channel import run_pair
-from tessera_ml.algorithms.mpc_mixed.local import engines, share
+from tessera_ml.algorithms.mpc_mixed.local import engines, share_inputs
 from tessera_ml.algorithms.mpc_mixed.model import SharedMlp, init_params, train_step
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
@@ -34,10 +34,7 @@ def train_both(mode: str, steps: int, batch: int = 32, hidden: int = 16, lr: flo
     onehot = torch.nn.functional.one_hot(labels.train[: steps * batch], classes).double()
     params = init_params([x.shape[1], hidden, classes], True, 0)
     # not the in-process dealer's seeds (0 and 1): input shares must not repeat its masks
-    gen = torch.Generator().manual_seed(1000)
-    xf = share(prec.forward.encode(x), gen, prec.forward)
-    xb = share(prec.backward.encode(x), gen, prec.backward)
-    yb = share(prec.backward.encode(onehot), gen, prec.backward)
+    xf, xb, yb = share_inputs(prec, x, onehot, 1000)
 
     def party(eng: Engine, i: int) -> dict[str, torch.Tensor]:
         model = SharedMlp.from_plain(eng, params, prec.backward, True)

@@ -4,7 +4,7 @@ import torch
 
 from tessera_ml.algorithms.mpc_mixed import data
 from tessera_ml.algorithms.mpc_mixed.channel import run_pair
-from tessera_ml.algorithms.mpc_mixed.local import engines, share
+from tessera_ml.algorithms.mpc_mixed.local import engines, share_inputs
 from tessera_ml.algorithms.mpc_mixed.model import SharedMlp
 from tessera_ml.algorithms.mpc_mixed.model_cnn import (
     PlainCnn,
@@ -40,10 +40,7 @@ def test_secure_cnn_steps_track_the_plaintext_reference() -> None:
     x = feats.train[: batch * steps]
     onehot = torch.nn.functional.one_hot(labels.train[: batch * steps], classes).double()
     params = init_cnn(2, classes, 0)
-    gen = torch.Generator().manual_seed(2)
-    xf = share(prec.forward.encode(x), gen, prec.forward)
-    xb = share(prec.backward.encode(x), gen, prec.backward)
-    yb = share(prec.backward.encode(onehot), gen, prec.backward)
+    xf, xb, yb = share_inputs(prec, x, onehot, 2)
 
     def party(eng: Engine, i: int) -> dict[str, torch.Tensor]:
         model = SharedMlp.from_plain(eng, params, prec.backward, True)

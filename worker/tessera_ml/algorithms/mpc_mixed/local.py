@@ -12,6 +12,7 @@ import torch
 
 from tessera_ml.algorithms.mpc_mixed.channel import local_pair, run_pair
 from tessera_ml.algorithms.mpc_mixed.dealer import LocalDealer
+from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 
@@ -28,6 +29,22 @@ def share(x: torch.Tensor, gen: torch.Generator, ring: Ring) -> tuple[torch.Tens
     """Additive shares of an already encoded ring tensor."""
     s0 = ring.random(tuple(x.shape), gen)
     return s0, x - s0
+
+
+Shares = tuple[torch.Tensor, torch.Tensor]
+
+
+def share_inputs(
+    prec: Precision, x: torch.Tensor, onehot: torch.Tensor, seed: int
+) -> tuple[Shares, Shares, Shares]:
+    """What the data holders send: the features in the forward and the backward ring, the
+    one-hot labels in the backward ring."""
+    gen = torch.Generator().manual_seed(seed)
+    return (
+        share(prec.forward.encode(x), gen, prec.forward),
+        share(prec.backward.encode(x), gen, prec.backward),
+        share(prec.backward.encode(onehot), gen, prec.backward),
+    )
 
 
 def run_two(

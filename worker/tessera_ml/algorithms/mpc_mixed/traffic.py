@@ -16,7 +16,7 @@ import torch
 
 from tessera_ml.algorithms.mpc_mixed import data
 from tessera_ml.algorithms.mpc_mixed.channel import Peer, run_pair
-from tessera_ml.algorithms.mpc_mixed.local import engines, share
+from tessera_ml.algorithms.mpc_mixed.local import engines, share_inputs
 from tessera_ml.algorithms.mpc_mixed.model import SharedMlp, init_params, train_step
 from tessera_ml.algorithms.mpc_mixed.precision import MODES, Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
@@ -55,10 +55,7 @@ def one_step(mode: str, hidden: int, batch: int) -> _Counting:
     labels, classes = data.labels("sklearn:digits")
     onehot = torch.nn.functional.one_hot(labels.train[:batch], classes).double()
     params = init_params([x.shape[1], hidden, classes], True, 0)
-    gen = torch.Generator().manual_seed(1000)
-    xf = share(prec.forward.encode(x), gen, prec.forward)
-    xb = share(prec.backward.encode(x), gen, prec.backward)
-    yb = share(prec.backward.encode(onehot), gen, prec.backward)
+    xf, xb, yb = share_inputs(prec, x, onehot, 1000)
 
     def party(eng: Engine, i: int) -> None:
         model = SharedMlp.from_plain(eng, params, prec.backward, True)
