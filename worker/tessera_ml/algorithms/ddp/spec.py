@@ -11,8 +11,9 @@ from tessera_ml.models.spec import MLPSpec, ModelSpec
 from tessera_ml.spec import AlgorithmConfig, AlgorithmSpec, RoleSpec
 
 
-class DDPConfig(AlgorithmConfig):
-    """Training settings of a ``ddp`` job; every trainer rank runs the same model."""
+class TrainingConfig(AlgorithmConfig):
+    """Model, data and optimizer of data-parallel training, read the same way by ``ddp`` and
+    ``hier_sync`` (so the two can be compared parameter for parameter)."""
 
     model: ModelSpec = Field(
         default_factory=lambda: MLPSpec(hidden=[64]),
@@ -21,14 +22,19 @@ class DDPConfig(AlgorithmConfig):
     dataset: DatasetRef = Field(
         default="sklearn:digits",
         description="Dataset reference used when an assignment names none; its training rows "
-        "are sharded over all trainer ranks",
+        "are sharded over all the job's ranks",
     )
     steps: int = Field(default=200, ge=1, le=10_000_000, description="Training steps")
     batch_size: int = Field(default=32, ge=1, le=65_536, description="Samples per rank per step")
+    optimizer: Literal["sgd", "adam", "adamw"] = Field(default="sgd", description="Optimizer")
     lr: float = Field(default=0.05, gt=0, description="Learning rate")
-    optimizer: Literal["sgd", "adam", "adamw"] = "sgd"
     momentum: float = Field(default=0.9, ge=0, lt=1, description="SGD momentum")
-    weight_decay: float = Field(default=0.0, ge=0)
+    weight_decay: float = Field(default=0.0, ge=0, description="Weight decay")
+
+
+class DDPConfig(TrainingConfig):
+    """Training settings of a ``ddp`` job; every trainer rank runs the same model."""
+
     eval_interval: int = Field(
         default=50, ge=0, description="Evaluate every N steps (0: only at the end)"
     )

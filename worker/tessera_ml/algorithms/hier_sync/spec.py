@@ -4,14 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
 from pydantic import Field
 
+from tessera_ml.algorithms.ddp.spec import TrainingConfig
 from tessera_ml.algorithms.hier_sync.slicing import SlicingMode
 from tessera_ml.algorithms.hier_sync.topology import ROLE, TopologyError, topology_from_plan
-from tessera_ml.data.refs import DatasetRef
-from tessera_ml.models.spec import MLPSpec, ModelSpec
 from tessera_ml.spec import (
     AlgorithmConfig,
     AlgorithmSpec,
@@ -22,26 +20,10 @@ from tessera_ml.spec import (
 )
 
 
-class HierSyncConfig(AlgorithmConfig):
-    """Training and synchronisation settings of a ``hier_sync`` job."""
+class HierSyncConfig(TrainingConfig):
+    """Training (as ``ddp``) and synchronisation settings of a ``hier_sync`` job; the
+    optimizer's state is kept only for each device's slice."""
 
-    model: ModelSpec = Field(
-        default_factory=lambda: MLPSpec(hidden=[64]),
-        description="Model spec (kind mlp, cnn, click or custom); sizes come from the dataset",
-    )
-    dataset: DatasetRef = Field(
-        default="sklearn:digits",
-        description="Dataset reference used when an assignment names none; its training rows "
-        "are sharded over all node devices",
-    )
-    steps: int = Field(default=200, ge=1, le=10_000_000, description="Training steps")
-    batch_size: int = Field(default=32, ge=1, le=65_536, description="Samples per device per step")
-    optimizer: Literal["sgd", "adam", "adamw"] = Field(
-        default="sgd", description="Optimizer; its state is kept only for the device's slice"
-    )
-    lr: float = Field(default=0.05, gt=0, description="Learning rate")
-    momentum: float = Field(default=0.9, ge=0, lt=1, description="SGD momentum")
-    weight_decay: float = Field(default=0.0, ge=0, description="Weight decay")
     slicing: SlicingMode = Field(
         default="equal",
         description="How slices are sized: equally, by each device's free memory, or by "
