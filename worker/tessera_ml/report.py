@@ -7,6 +7,7 @@ benchmarks use ``MemoryReporter``. Metric names follow ``docs/metrics.md``.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -34,6 +35,8 @@ class MetricPoint:
     step: int
     name: str
     value: float
+    time: float
+    """Unix time when the rank recorded it (the platform's points carry one too)."""
 
 
 @dataclass
@@ -47,8 +50,9 @@ class MemoryReporter:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def metrics(self, step: int, values: Mapping[str, float]) -> None:
+        now = time.time()
         with self._lock:
-            self.points.extend(MetricPoint(step, k, float(v)) for k, v in values.items())
+            self.points.extend(MetricPoint(step, k, float(v), now) for k, v in values.items())
 
     def log(self, message: str, *, level: str = "info") -> None:
         with self._lock:
