@@ -52,6 +52,11 @@ class Peer(ABC):
             self.record.extend(t.clone() for t in theirs)
         return theirs
 
+    def barrier(self) -> None:
+        """Wait until the other party gets here too: one byte each way, not a protocol round and
+        not counted. A step's online phase starts after it, when both parties hold the material."""
+        self._swap([torch.zeros(1, dtype=torch.uint8)])
+
     @abstractmethod
     def _swap(self, mine: list[torch.Tensor]) -> list[torch.Tensor]: ...
 

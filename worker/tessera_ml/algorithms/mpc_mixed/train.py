@@ -303,6 +303,7 @@ def _one_step(
     index = eng.index
     t0 = time.perf_counter()
     eng.provider.begin(PHASE_TRAIN)
+    eng.peer.barrier()  # party 0 has its material at once; party 1 receives it first
     link0 = testbed_link_bytes()
     t1, cpu1 = time.perf_counter(), time.process_time()
     sent0, rounds0 = eng.peer.stats.snapshot()
