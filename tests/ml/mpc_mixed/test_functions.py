@@ -43,33 +43,35 @@ def test_reciprocal_on_its_whole_domain(ring: Ring, wide: bool, upper: int) -> N
 def test_reciprocal_square_root_over_six_orders_of_magnitude() -> None:
     v = torch.logspace(-3, 3, 64, dtype=torch.float64)
     out = R64.decode(on_both(lambda e, x: F.rsqrt(e, x, R64), R64.encode(v), ring=R64))
-    assert torch.allclose(out * v.sqrt(), torch.ones_like(v), atol=3e-3)
+    assert torch.allclose(out * v.sqrt(), torch.ones_like(v), atol=1.5e-3)
 
 
 def test_reciprocal_square_root_bracketed_in_32_bits_starts_where_the_64_bit_one_does(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """The comparisons in Z_2^32 at 12 bits choose the start as Z_2^64 does, from the bracket
-    edges up to the range limit 2^(31 - 12); then Newton's steps reach the same accuracy."""
-    points = torch.tensor([4.0**j for j in range(-5, 6)], dtype=torch.float64)
-    ulp = 2.0**-12
+    """The comparisons in Z_2^32 at 14 bits choose the start as Z_2^64 does, from the bracket
+    edges up to the probe's range limit 2^(31 - 14); then Newton's step reaches the same
+    accuracy. The starts differ only by the stochastic rounding of b v (a unit); a neighbouring
+    bracket's line would be off by about 1e-3 of y."""
+    points = torch.tensor([2.0**j for j in range(-10, 12)], dtype=torch.float64)
+    ulp = 2.0**-14
     v = torch.cat(
         [
             torch.logspace(-3, 3, 40, dtype=torch.float64),
             points,
             points + ulp,
             points - ulp,
-            torch.tensor([2.0**18, 2.0**19 - 1.0]),
+            torch.tensor([2.0**16, 2.0**17 - ulp]),
         ]
     )
     enc = R64.encode(v)
     out = R64.decode(on_both(lambda e, x: F.rsqrt(e, x, R64, R32), enc, ring=R64))
     fits = v <= 1e3
-    assert torch.allclose(out[fits] * v[fits].sqrt(), torch.ones_like(v[fits]), atol=3e-3)
+    assert torch.allclose(out[fits] * v[fits].sqrt(), torch.ones_like(v[fits]), atol=1.5e-3)
     monkeypatch.setattr(F, "RSQRT_ITERATIONS", 0)
     start = on_both(lambda e, x: F.rsqrt(e, x, R64, R32), enc, ring=R64)
     start_wide = on_both(lambda e, x: F.rsqrt(e, x, R64), enc, ring=R64)
-    assert torch.equal(start, start_wide)
+    assert (start - start_wide).abs().max() <= 1
 
 
 def test_reciprocal_square_root_in_32_bits_where_it_fits() -> None:

@@ -9,6 +9,7 @@ from Newton's iteration started at the minimax line. The cross-entropy gradient 
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import torch
@@ -17,8 +18,14 @@ from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.ring import Ring, ring_sum
 
 SOFTMAX_SQUARINGS = 4
-RSQRT_ITERATIONS = 3
-RSQRT_STEP = 4.0
+RSQRT_ITERATIONS = 1
+RSQRT_TOP = 11
+"""The highest bracket point is 2^11: the start holds for v < 2^12."""
+RSQRT_LINE = (1.264010, -0.286350)
+"""y0 = a + b m on [1, 2): the line that minimises the largest relative error of 1/sqrt(m)
+after one Newton step (7.5e-4)."""
+RSQRT_SLOPE_BITS = {64: 14, 32: 3}
+"""Extra fractional bits of the slope b: b v must stay below 2^(l - 2) at 2 f + these bits."""
 
 
 def row_max(eng: Engine, x: torch.Tensor, ring: Ring) -> torch.Tensor:
@@ -116,43 +123,53 @@ def _reciprocal_wide(
 
 
 def rsqrt_thresholds(ring: Ring) -> list[int]:
-    """Exponents j of the bracket points 4^j used to start the reciprocal square root; the lower
-    end keeps y^2 inside the ring's range."""
-    lowest = -5 if ring.bits == 64 else -3
-    return list(range(lowest, 6))
+    """Exponents j of the bracket points 2^j used to start the reciprocal square root; the lower
+    end keeps the start's products inside the ring's range."""
+    lowest = -10 if ring.bits == 64 else -6
+    return list(range(lowest, RSQRT_TOP + 1))
 
 
-RSQRT_LOW = math.sqrt(3.0 / 7.0)
-
-
-def rsqrt_start(j: int) -> float:
-    """Starting value for v in [4^j, 4^(j+1)): y0 sqrt(v) spans [a, 2a], and a = sqrt(3/7) makes
-    both ends land equally close to 1 after the first Newton step."""
-    return RSQRT_LOW / math.sqrt(RSQRT_STEP**j)
+def rsqrt_line(j: int) -> tuple[float, float]:
+    """(a, b) of the start y0 = a + b v for v in [2^j, 2^(j+1)): the line RSQRT_LINE fitted on
+    [1, 2), scaled, since 1/sqrt(2^j m) = 2^(-j/2) / sqrt(m)."""
+    alpha, beta = RSQRT_LINE
+    return alpha * 2.0 ** (-j / 2), beta * 2.0 ** (-3 * j / 2)
 
 
 def rsqrt(eng: Engine, v: torch.Tensor, ring: Ring, bracket: Ring | None = None) -> torch.Tensor:
-    """1/sqrt(v) for v > 0 (a vector): bracket v between powers of four with one batch of
-    comparisons, start at the bracket's value, then y <- y (3 - v y^2) / 2.
+    """1/sqrt(v) for v > 0 (a vector): bracket v between powers of two with one batch of
+    comparisons, start on the bracket's line y0 = a + b v, then one Newton step
+    y <- y (3 - v y^2) / 2.
 
+    The comparisons' opened bits select both a and b (``select_public_each``); b carries
+    ``RSQRT_SLOPE_BITS`` more fractional bits than the ring, which the truncation of b v removes.
     With ``bracket`` (Z_2^32, when ``ring`` is Z_2^64), the comparisons run there on v shifted
-    to ``bracket.frac`` bits (at least 10) and reduced, locally; that needs
-    v < 2^(31 - bracket.frac)."""
+    to 14 fractional bits (the most a Z_2^32 ring takes) and reduced, locally: exact for
+    v < 2^17, beyond the start's range."""
     js = rsqrt_thresholds(ring)
     probe, at = v, ring
     if bracket is not None and bracket != ring:
-        # enough fractional bits for the lowest point 4^js[0]
-        at = Ring(bracket.bits, min(ring.frac, max(bracket.frac, -2 * js[0])))
+        at = Ring(bracket.bits, min(ring.frac, bracket.bits // 2 - 2))
         probe = eng.trunc_reduce(v, ring.frac - at.frac)
-    points = torch.tensor([round(RSQRT_STEP**j * at.scale) for j in js], dtype=at.dtype)
+    points = torch.tensor([round(2.0**j * at.scale) for j in js], dtype=at.dtype)
     diffs = eng.add_public(probe.unsqueeze(0).expand(len(js), *v.shape), -points.view(-1, 1))
-    steps = [rsqrt_start(j) - rsqrt_start(j - 1) for j in js]
-    increments = torch.tensor([round(d * ring.scale) for d in steps], dtype=ring.dtype)
     bits = eng.nonneg_bit(diffs.contiguous(), at)
-    coeffs = increments.view(-1, 1).expand(len(js), *v.shape)
-    picked = eng.select_public(bits, coeffs, ring)
-    y = eng.add_public(ring_sum(picked, 0), round(rsqrt_start(js[0] - 1) * ring.scale))
-    f = ring.frac
+    f, slope_bits = ring.frac, RSQRT_SLOPE_BITS[ring.bits]
+    scales = (ring.scale, ring.scale * 2.0**slope_bits)
+    lines = [rsqrt_line(j) for j in [js[0] - 1, *js]]
+    coeffs = [
+        torch.tensor(
+            [round((now[i] - before[i]) * scales[i]) for before, now in itertools.pairwise(lines)],
+            dtype=ring.dtype,
+        )
+        .view(-1, 1)
+        .expand(len(js), *v.shape)
+        for i in (0, 1)
+    ]
+    picked_a, picked_b = eng.select_public_each(bits, coeffs, ring)
+    a = eng.add_public(ring_sum(picked_a, 0), round(lines[0][0] * scales[0]))
+    b = eng.add_public(ring_sum(picked_b, 0), round(lines[0][1] * scales[1]))
+    y = a + eng.trunc(eng.mul(v, b, ring), f + slope_bits, ring)
     for _ in range(RSQRT_ITERATIONS):
         # y (3 - v y^2) / 2 = (3 y - (v y) y^2) / 2: y^2 and v y in one round, then one product
         (y2, vy), _ = eng.mul_many([(y, None), (v, y)], ring)

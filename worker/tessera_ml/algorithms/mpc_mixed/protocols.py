@@ -394,10 +394,16 @@ class Engine:
 
         With z = bit XOR b opened, bit = z + (1 - 2z) b is linear in the dealer's arithmetic
         shares of b, so the product with a public value is local."""
+        return self.select_public_each(bit, [values], ring)[0]
+
+    def select_public_each(
+        self, bit: torch.Tensor, values: list[torch.Tensor], ring: Ring
+    ) -> list[torch.Tensor]:
+        """bit * v for each public ``v`` in ``values``, from one opening of the bits."""
         b_xor, b = self.provider.get(Request(Kind.BIT, ring.bits, tuple(bit.shape)))
         (z,) = self.open_xor(bit ^ b_xor)
         zr = z.to(ring.dtype)
-        return self.add_public((1 - 2 * zr) * b * values, zr * values)
+        return [self.add_public((1 - 2 * zr) * b * v, zr * v) for v in values]
 
     def _open_mixed(
         self, bit: torch.Tensor, masked: torch.Tensor
