@@ -18,10 +18,13 @@ R32, R64 = Ring(32, 12), Ring(64, 20)
 GEN = torch.Generator().manual_seed(11)
 
 
+@pytest.mark.parametrize("width", [2, 7, 10])
 @pytest.mark.parametrize("ring", [R32, R64], ids=["r32", "r64"])
-def test_row_max_over_an_odd_number_of_columns(ring: Ring) -> None:
-    x = torch.randn(40, 7, generator=GEN, dtype=torch.float64) * 6
-    x[0] = -1.0  # ties
+def test_row_max_with_ties_and_any_number_of_columns(ring: Ring, width: int) -> None:
+    x = torch.randn(40, width, generator=GEN, dtype=torch.float64) * 6
+    x[0] = -1.0  # all tied
+    x[1, 0] = x[1, -1] = 50.0  # the maximum twice: exactly one of them may count
+    x[2, -1] = -(2.0 ** (ring.bits - 3 - ring.frac))  # far below the rest
     enc = ring.encode(x)
     out = ring.decode(on_both(lambda e, v: F.row_max(e, v, ring), enc, ring=ring))
     assert torch.equal(out.flatten(), ring.decode(enc).max(1).values)

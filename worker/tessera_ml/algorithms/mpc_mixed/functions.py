@@ -2,9 +2,10 @@
 the MPC-friendly softmax.
 
 Softmax form: p_i = f(z_i - max_j z_j) / sum_j f(z_j - max_j z_j) with f(x) = relu(1 + x/16)^16,
-the limit approximation of exp made exact-zero below -16. The row maximum comes from a tree of
-secure comparisons, f from a ReLU and four squarings, and 1/sum (the sum lies in [1, classes])
-from Newton's iteration started at the minimax line. The cross-entropy gradient is p - y.
+the limit approximation of exp made exact-zero below -16. The row maximum comes from all pairwise
+secure comparisons at once, f from a ReLU and four squarings, and 1/sum (the sum lies in
+[1, classes]) from Newton's iteration started at the minimax line. The cross-entropy gradient is
+p - y.
 """
 
 from __future__ import annotations
@@ -29,15 +30,36 @@ RSQRT_SLOPE_BITS = {64: 14, 32: 3}
 
 
 def row_max(eng: Engine, x: torch.Tensor, ring: Ring) -> torch.Tensor:
-    """Maximum over the last dimension: max(a, b) = b + relu(a - b), pairwise in a tree."""
-    while x.shape[-1] > 1:
-        width = x.shape[-1]
+    """Maximum over the last dimension (kept, of size 1), in a number of rounds that does not
+    grow with comparisons: every pair (i < j) is compared in one batch, and
+
+        max = sum_i x_i * prod_{j > i} [x_i >= x_j] * prod_{j < i} [x_i > x_j],
+
+    where exactly one index passes, the first maximum. The bits become 0/1 ring values with one
+    opening; the product of each x_i with its n - 1 bits is exact (integer factors) and takes
+    ceil(log2 n) rounds of Beaver products."""
+    n = x.shape[-1]
+    if n == 1:
+        return x
+    i, j = torch.triu_indices(n, n, 1)
+    bits = eng.nonneg_bit((x[..., i] - x[..., j]).contiguous(), ring)
+    (ge,) = eng.select_public_each(bits, [torch.ones((), dtype=ring.dtype)], ring)
+    gt = eng.add_public(-ge, 1)  # [x_j > x_i] for the pair (i, j)
+    # factor m of row k: x_k, then the bit of k against each other index
+    pair = torch.zeros(n, n, dtype=torch.long)
+    pair[i, j] = torch.arange(len(i))
+    pair[j, i] = torch.arange(len(i))
+    upper = torch.arange(n).view(-1, 1) < torch.arange(n).view(1, -1)
+    table = torch.where(upper, ge[..., pair.flatten()].view(*ge.shape[:-1], n, n), 0)
+    table = table + torch.where(~upper, gt[..., pair.flatten()].view(*gt.shape[:-1], n, n), 0)
+    off_diagonal = ~torch.eye(n, dtype=torch.bool)
+    factors = torch.cat([x.unsqueeze(-1), table[..., off_diagonal].view(*x.shape, n - 1)], -1)
+    while factors.shape[-1] > 1:
+        width = factors.shape[-1]
         half = width // 2
-        a, b = x[..., :half], x[..., half : 2 * half]
-        diff, _ = eng.relu(a - b, ring)
-        merged = b + diff
-        x = torch.cat([merged, x[..., 2 * half :]], dim=-1) if width % 2 else merged
-    return x
+        merged = eng.mul(factors[..., :half], factors[..., half : 2 * half], ring)
+        factors = torch.cat([merged, factors[..., 2 * half :]], -1) if width % 2 else merged
+    return ring_sum(factors.squeeze(-1), -1, keepdim=True)
 
 
 def mul_trunc(
