@@ -163,8 +163,9 @@ def rsqrt(eng: Engine, v: torch.Tensor, ring: Ring, bracket: Ring | None = None)
     comparisons, start on the bracket's line y0 = a + b v, then one Newton step
     y <- y (3 - v y^2) / 2.
 
-    The comparisons' opened bits select both a and b (``select_public_each``); b carries
-    ``RSQRT_SLOPE_BITS`` more fractional bits than the ring, which the truncation of b v removes.
+    The round that opens the comparison bits also gives v * bit for each bracket point
+    (``share_bit``), so a and b v are sums of public multiples; b carries ``RSQRT_SLOPE_BITS``
+    more fractional bits than the ring, which the truncation of b v removes.
     With ``bracket`` (Z_2^32, when ``ring`` is Z_2^64), the comparisons run there on v shifted
     to 14 fractional bits (the most a Z_2^32 ring takes) and reduced, locally: exact for
     v < 2^17, beyond the start's range."""
@@ -179,19 +180,23 @@ def rsqrt(eng: Engine, v: torch.Tensor, ring: Ring, bracket: Ring | None = None)
     f, slope_bits = ring.frac, RSQRT_SLOPE_BITS[ring.bits]
     scales = (ring.scale, ring.scale * 2.0**slope_bits)
     lines = [rsqrt_line(j) for j in [js[0] - 1, *js]]
-    coeffs = [
+    increments = [
         torch.tensor(
             [round((now[i] - before[i]) * scales[i]) for before, now in itertools.pairwise(lines)],
             dtype=ring.dtype,
-        )
-        .view(-1, 1)
-        .expand(len(js), *v.shape)
+        ).view(-1, 1)
         for i in (0, 1)
     ]
-    picked_a, picked_b = eng.select_public_each(bits, coeffs, ring)
-    a = eng.add_public(ring_sum(picked_a, 0), round(lines[0][0] * scales[0]))
-    b = eng.add_public(ring_sum(picked_b, 0), round(lines[0][1] * scales[1]))
-    y = a + eng.trunc(eng.mul(v, b, ring), f + slope_bits, ring)
+    # one round opens the bits and gives v * bit for every bracket point
+    shared, v_bits = eng.share_bit(
+        bits, (ring,), first=v.unsqueeze(0).expand_as(diffs).contiguous()
+    )
+    assert v_bits is not None
+    a = eng.add_public(
+        ring_sum(shared.arithmetic(0, eng.index) * increments[0], 0), round(lines[0][0] * scales[0])
+    )
+    bv = ring_sum(v_bits * increments[1], 0) + v * round(lines[0][1] * scales[1])
+    y = a + eng.trunc(bv, f + slope_bits, ring)
     for _ in range(RSQRT_ITERATIONS):
         # y (3 - v y^2) / 2 = (3 y - (v y) y^2) / 2: y^2 and v y in one round, then one product
         (y2, vy), _ = eng.mul_many([(y, None), (v, y)], ring)

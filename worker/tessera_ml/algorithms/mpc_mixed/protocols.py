@@ -38,6 +38,12 @@ class SharedBit:
     uses: list[tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]]
     next_use: int = 0
 
+    def arithmetic(self, use: int, index: int) -> torch.Tensor:
+        """Shares of d itself in the ring of ``use``: d = z + (1 - 2z) b, z added by party 0."""
+        _bits, b, _a, _ab = self.uses[use]
+        z = self.z.to(b.dtype)
+        return (1 - 2 * z) * b + (z if index == 0 else 0)
+
 
 class Engine:
     """This party's side of every protocol. ``index`` is 0 or 1."""
