@@ -9,6 +9,7 @@ from tessera_ml.algorithms.mpc_mixed.material import (
     Request,
     draw_share0,
     layout,
+    product_request,
     secrets,
     split,
 )
@@ -26,6 +27,7 @@ REQUESTS = [
     Request(Kind.WIDE_MUL, 64, (4, 3)),
     Request(Kind.WIDE_MUL, 64, (4, 3), param=1),
     Request(Kind.WIDE_MATMUL, 64, (4, 3), (3, 2)),
+    product_request(32, (6, 2), [False, True, True]),
 ]
 
 
@@ -46,6 +48,21 @@ def test_products_in_the_material_are_products_of_its_masks() -> None:
     assert torch.equal(c, a @ b)
     r, high, msb = secrets(REQUESTS[2], torch.Generator().manual_seed(3))
     assert torch.equal(high, (r >> 8) & ((1 << 56) - 1)) and torch.equal(msb, (r < 0).long())
+
+
+def test_a_product_item_holds_the_product_of_every_subset_of_its_masks() -> None:
+    req = product_request(64, (5,), [True, False, True, False])
+    values = secrets(req, torch.Generator().manual_seed(4))
+    bits, subsets = values[:2], values[2:]
+    assert len(subsets) == 2**4 - 1 and all(b.dtype == torch.uint8 for b in bits)
+    masks = [subsets[0], subsets[1], subsets[3], subsets[7]]  # the single factors
+    assert torch.equal(masks[0], bits[0].long()) and torch.equal(masks[2], bits[1].long())
+    for subset in range(1, 16):
+        expected = torch.ones(5, dtype=torch.int64)
+        for i in range(4):
+            if subset >> i & 1:
+                expected = expected * masks[i]
+        assert torch.equal(subsets[subset - 1], expected)
 
 
 def test_replayed_phases_draw_the_same_shares_as_on_demand() -> None:

@@ -6,7 +6,7 @@ import torch
 from tessera_ml.algorithms.mpc_mixed.local import run_two
 from tessera_ml.algorithms.mpc_mixed.model import SharedMlp
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
-from tessera_ml.algorithms.mpc_mixed.protocols import Engine
+from tessera_ml.algorithms.mpc_mixed.protocols import Engine, Factor
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 
 from .helpers import on_both, shared
@@ -194,6 +194,42 @@ def test_selection_of_public_values_by_secret_bits(ring: Ring) -> None:
 
     out = on_both(fn, values, ring=ring)
     assert torch.equal(out, values * bits.to(ring.dtype))
+
+
+@pytest.mark.parametrize("ring", RINGS, ids=["r32", "r64"])
+def test_products_of_shares_and_secret_bits_in_one_round_are_exact(ring: Ring) -> None:
+    """Groups of up to six factors, some of them XOR-shared bits, at the ring's edges: the
+    products wrap around exactly as in plaintext ring arithmetic."""
+    top = 2 ** (ring.bits - 1)
+    edges = torch.tensor([-top, top - 1, -1, 0, 1, 3], dtype=torch.int64).to(ring.dtype)
+    values = [torch.cat([edges.roll(k), ring.random((194,), GEN)]) for k in range(3)]
+    bits = torch.randint(0, 2, (4, 200), generator=GEN, dtype=torch.uint8)
+    bits[:, :6] = 1
+    mask = torch.randint(0, 2, (4, 200), generator=GEN, dtype=torch.uint8)
+    kinds = [[False, True], [True, False, True, False], [False, True, False, True, True, False]]
+
+    def fn(eng: Engine, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        xor = bits ^ mask if eng.index == 0 else mask
+        groups = []
+        for kind in kinds:
+            arithmetic, secret = iter((x, y, w)), iter(xor)
+            groups.append(
+                [Factor(next(secret), True) if b else Factor(next(arithmetic)) for b in kind]
+            )
+        before = eng.peer.stats.rounds
+        out = torch.cat(eng.products(groups, ring))
+        assert eng.peer.stats.rounds == before + 1
+        return out
+
+    out = on_both(fn, *values, ring=ring)
+    expected = []
+    for kind in kinds:
+        arithmetic, secret = iter(values), iter(bits)
+        product = torch.ones(200, dtype=ring.dtype)
+        for b in kind:
+            product = product * (next(secret).to(ring.dtype) if b else next(arithmetic))
+        expected.append(product)
+    assert torch.equal(out, torch.cat(expected))
 
 
 @pytest.mark.parametrize("ring", RINGS, ids=["r32", "r64"])

@@ -15,10 +15,12 @@ import math
 
 import torch
 
-from tessera_ml.algorithms.mpc_mixed.protocols import Engine
+from tessera_ml.algorithms.mpc_mixed.protocols import Engine, Factor
 from tessera_ml.algorithms.mpc_mixed.ring import Ring, ring_sum
 
 SOFTMAX_SQUARINGS = 4
+PRODUCT_GROUP = 5
+"""Factors per product in ``row_max``: the dealer shares 2^5 - 1 mask products for each."""
 RSQRT_ITERATIONS = 1
 RSQRT_TOP = 11
 """The highest bracket point is 2^11: the start holds for v < 2^12."""
@@ -30,36 +32,34 @@ RSQRT_SLOPE_BITS = {64: 14, 32: 3}
 
 
 def row_max(eng: Engine, x: torch.Tensor, ring: Ring) -> torch.Tensor:
-    """Maximum over the last dimension (kept, of size 1), in a number of rounds that does not
-    grow with comparisons: every pair (i < j) is compared in one batch, and
+    """Maximum over the last dimension (kept, of size 1), in a number of rounds that hardly
+    grows with the width: every pair (i < j) is compared in one batch, and
 
-        max = sum_i x_i * prod_{j > i} [x_i >= x_j] * prod_{j < i} [x_i > x_j],
+        max = sum_i x_i * prod_(j > i) [x_i >= x_j] * prod_(j < i) [x_i > x_j],
 
-    where exactly one index passes, the first maximum. The bits become 0/1 ring values with one
-    opening; the product of each x_i with its n - 1 bits is exact (integer factors) and takes
-    ceil(log2 n) rounds of Beaver products."""
+    where exactly one index passes, the first maximum. Each x_i times its n - 1 bits is a
+    product of n factors, taken ``PRODUCT_GROUP`` at a time in one round (``Engine.products``,
+    the bits as XOR shares): two rounds for ten classes."""
     n = x.shape[-1]
     if n == 1:
         return x
     i, j = torch.triu_indices(n, n, 1)
-    bits = eng.nonneg_bit((x[..., i] - x[..., j]).contiguous(), ring)
-    (ge,) = eng.select_public_each(bits, [torch.ones((), dtype=ring.dtype)], ring)
-    gt = eng.add_public(-ge, 1)  # [x_j > x_i] for the pair (i, j)
-    # factor m of row k: x_k, then the bit of k against each other index
+    ge = eng.nonneg_bit((x[..., i] - x[..., j]).contiguous(), ring)  # [x_i >= x_j]
+    gt = ge ^ 1 if eng.index == 0 else ge  # [x_j > x_i]
     pair = torch.zeros(n, n, dtype=torch.long)
     pair[i, j] = torch.arange(len(i))
     pair[j, i] = torch.arange(len(i))
-    upper = torch.arange(n).view(-1, 1) < torch.arange(n).view(1, -1)
-    table = torch.where(upper, ge[..., pair.flatten()].view(*ge.shape[:-1], n, n), 0)
-    table = table + torch.where(~upper, gt[..., pair.flatten()].view(*gt.shape[:-1], n, n), 0)
-    off_diagonal = ~torch.eye(n, dtype=torch.bool)
-    factors = torch.cat([x.unsqueeze(-1), table[..., off_diagonal].view(*x.shape, n - 1)], -1)
-    while factors.shape[-1] > 1:
-        width = factors.shape[-1]
-        half = width // 2
-        merged = eng.mul(factors[..., :half], factors[..., half : 2 * half], ring)
-        factors = torch.cat([merged, factors[..., 2 * half :]], -1) if width % 2 else merged
-    return ring_sum(factors.squeeze(-1), -1, keepdim=True)
+    others = ~torch.eye(n, dtype=torch.bool)
+    index = pair[others].view(n, n - 1)  # row k: the pairs of k with every other column
+    later = (torch.arange(n).view(-1, 1) < torch.arange(n).view(1, -1))[others].view(n, n - 1)
+    bits = torch.where(later, ge[..., index], gt[..., index])  # (..., n, n - 1)
+    factors = [Factor(x)] + [Factor(bits[..., m].contiguous(), bit=True) for m in range(n - 1)]
+    while len(factors) > 1:
+        groups = [factors[g : g + PRODUCT_GROUP] for g in range(0, len(factors), PRODUCT_GROUP)]
+        factors = [Factor(v) for v in eng.products([g for g in groups if len(g) > 1], ring)] + [
+            g[0] for g in groups if len(g) == 1
+        ]
+    return ring_sum(factors[0].value, -1, keepdim=True)
 
 
 def mul_trunc(

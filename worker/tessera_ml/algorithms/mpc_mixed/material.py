@@ -28,6 +28,7 @@ class Kind(IntEnum):
     MATMUL_PAIR = 10  # a, b, a@b, d, b@d: x @ y and y @ w with y opened once
     WIDE_MUL = 11  # extension masks of x and y (or x alone, param 1) and their Z_2^64 products
     WIDE_MATMUL = 12  # extension mask of x (n, k), mask b of w (k, j), R @ b, msb(r)_ik b_kj
+    PRODUCT = 13  # masks of n factors (XOR bits for bit factors), products of every subset
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,8 @@ class Slot:
 @dataclass(frozen=True)
 class Request:
     """One item of material. ``uses`` (SELECT only) lists the ring of each later multiplication
-    by the bit; ``param`` is the shift for TRUNC and EXTEND, 1 for a square in WIDE_MUL."""
+    by the bit; ``param`` is the shift for TRUNC and EXTEND, 1 for a square in WIDE_MUL, the
+    factors for PRODUCT (``product_request``)."""
 
     kind: Kind
     bits: int
@@ -97,6 +99,23 @@ def table_words(bits: int) -> int:
     return -(-(compare_chunks(bits) << CHUNK_BITS) // 64)
 
 
+MAX_FACTORS = 6
+
+
+def product_request(bits: int, shape: tuple[int, ...], bit_factors: list[bool]) -> Request:
+    """A PRODUCT item: ``param`` holds the factor count and, above it, which factors are bits."""
+    n = len(bit_factors)
+    if not 1 <= n <= MAX_FACTORS:
+        raise ValueError(f"a product takes 1 to {MAX_FACTORS} factors, not {n}")
+    mask = sum(1 << i for i, is_bit in enumerate(bit_factors) if is_bit)
+    return Request(Kind.PRODUCT, bits, shape, param=n | mask << 8)
+
+
+def product_factors(req: Request) -> tuple[int, list[bool]]:
+    n = req.param & 0xFF
+    return n, [bool(req.param >> (8 + i) & 1) for i in range(n)]
+
+
 def layout(req: Request) -> list[Slot]:
     dt = _dtype(req.bits)
     s = req.shape
@@ -144,6 +163,10 @@ def layout(req: Request) -> list[Slot]:
         )
     if req.kind == Kind.BIT:
         return [Slot(s, torch.uint8, True), Slot(s, dt, False)]
+    if req.kind == Kind.PRODUCT:
+        n, bit_factors = product_factors(req)
+        slots = [Slot(s, torch.uint8, True)] * sum(bit_factors)
+        return slots + [Slot(s, dt, False)] * ((1 << n) - 1)
     if req.kind == Kind.SELECT:
         slots = [Slot(s, torch.uint8, True)]
         for bits in req.uses:
@@ -207,6 +230,19 @@ def secrets(req: Request, gen: torch.Generator) -> list[torch.Tensor]:
     if req.kind == Kind.BIT:
         bit = torch.randint(0, 2, s, dtype=torch.uint8, generator=gen)
         return [bit, bit.to(ring.dtype)]
+    if req.kind == Kind.PRODUCT:
+        n, bit_factors = product_factors(req)
+        bit_masks = [
+            torch.randint(0, 2, s, dtype=torch.uint8, generator=gen) for b in bit_factors if b
+        ]
+        pending = iter(bit_masks)
+        masks = [next(pending).to(ring.dtype) if b else ring.random(s, gen) for b in bit_factors]
+        subsets = [torch.empty(0)] * (1 << n)
+        for subset in range(1, 1 << n):
+            low = (subset & -subset).bit_length() - 1
+            rest = subset & (subset - 1)
+            subsets[subset] = masks[low] if rest == 0 else subsets[rest] * masks[low]
+        return [*bit_masks, *subsets[1:]]
     if req.kind == Kind.SELECT:
         bit = torch.randint(0, 2, s, dtype=torch.uint8, generator=gen)
         out = [bit]

@@ -21,6 +21,7 @@ from tessera_ml.algorithms.mpc_mixed.material import (
     Kind,
     Request,
     compare_chunks,
+    product_request,
     tree_levels,
 )
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
@@ -43,6 +44,14 @@ class SharedBit:
         _bits, b, _a, _ab = self.uses[use]
         z = self.z.to(b.dtype)
         return (1 - 2 * z) * b + (z if index == 0 else 0)
+
+
+@dataclass(frozen=True)
+class Factor:
+    """A factor of ``Engine.products``: a ring share, or an XOR-shared 0/1 bit (uint8)."""
+
+    value: torch.Tensor
+    bit: bool = False
 
 
 class Engine:
@@ -152,6 +161,55 @@ class Engine:
                 products.append(z + e * f if self.index == 0 else z)
                 at += 2
         return products, opened[at:]
+
+    def products(self, groups: list[list[Factor]], ring: Ring) -> list[torch.Tensor]:
+        """The product of each group's factors (all of one shape), all groups in one round,
+        exact (no truncation).
+
+        A factor is an arithmetic share, or an XOR-shared 0/1 bit. Each is opened masked: x - a,
+        or z = bit XOR b; then factor i is p_i + c_i m_i with p_i public (x - a, or z),
+        c_i = 1 or 1 - 2 z, and m_i the dealer's mask (a, or b as a ring value), so the product
+        is the sum over subsets S of the factors of
+        prod_(i not in S) p_i * prod_(i in S) c_i * [prod_(i in S) m_i],
+        the dealer sharing every subset's product of masks."""
+        items = []
+        masked: list[torch.Tensor] = []
+        for group in groups:
+            shape = tuple(group[0].value.shape)
+            if any(tuple(f.value.shape) != shape for f in group):
+                raise ValueError("the factors of a product must have one shape")
+            item = self.provider.get(product_request(ring.bits, shape, [f.bit for f in group]))
+            n_bits = sum(f.bit for f in group)
+            bit_masks, subsets = iter(item[:n_bits]), item[n_bits:]
+            for i, f in enumerate(group):
+                masked.append(
+                    f.value ^ next(bit_masks) if f.bit else f.value - subsets[(1 << i) - 1]
+                )
+            items.append((group, subsets))
+        # arithmetic openings add, bit openings XOR: one exchange for both
+        theirs = self.peer.exchange(*masked)
+        opened = iter(
+            m ^ t if m.dtype == torch.uint8 else m + t for m, t in zip(masked, theirs, strict=True)
+        )
+        out = []
+        for group, subsets in items:
+            public: list[torch.Tensor] = []
+            coeff: list[torch.Tensor | None] = []
+            for f in group:
+                o = next(opened)
+                public.append(o.to(ring.dtype) if f.bit else o)
+                coeff.append(1 - 2 * public[-1] if f.bit else None)
+            total = torch.zeros(group[0].value.shape, dtype=ring.dtype)
+            for subset in range(0 if self.index == 0 else 1, 1 << len(group)):
+                term = subsets[subset - 1] if subset else None
+                for i in range(len(group)):
+                    part = coeff[i] if subset >> i & 1 else public[i]
+                    if part is not None:
+                        term = part if term is None else term * part
+                assert term is not None
+                total = total + term
+            out.append(total)
+        return out
 
     def square(self, x: torch.Tensor, ring: Ring) -> torch.Tensor:
         return self.mul_many([(x, None)], ring)[0][0]
@@ -400,16 +458,10 @@ class Engine:
 
         With z = bit XOR b opened, bit = z + (1 - 2z) b is linear in the dealer's arithmetic
         shares of b, so the product with a public value is local."""
-        return self.select_public_each(bit, [values], ring)[0]
-
-    def select_public_each(
-        self, bit: torch.Tensor, values: list[torch.Tensor], ring: Ring
-    ) -> list[torch.Tensor]:
-        """bit * v for each public ``v`` in ``values``, from one opening of the bits."""
         b_xor, b = self.provider.get(Request(Kind.BIT, ring.bits, tuple(bit.shape)))
         (z,) = self.open_xor(bit ^ b_xor)
         zr = z.to(ring.dtype)
-        return [self.add_public((1 - 2 * zr) * b * v, zr * v) for v in values]
+        return self.add_public((1 - 2 * zr) * b * values, zr * values)
 
     def _open_mixed(
         self, bit: torch.Tensor, masked: torch.Tensor
