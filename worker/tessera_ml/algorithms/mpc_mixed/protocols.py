@@ -24,7 +24,7 @@ from tessera_ml.algorithms.mpc_mixed.material import (
     product_request,
     tree_levels,
 )
-from tessera_ml.algorithms.mpc_mixed.ring import Ring
+from tessera_ml.algorithms.mpc_mixed.ring import Ring, ring_sum
 
 R32 = Ring(32, 0)
 R64 = Ring(64, 0)
@@ -193,22 +193,17 @@ class Engine:
         )
         out = []
         for group, subsets in items:
-            public: list[torch.Tensor] = []
-            coeff: list[torch.Tensor | None] = []
+            # coeff[S] = prod_(i in S) c_i * prod_(i not in S) p_i, S as a bitmask over factors
+            coeff = torch.ones((1, *group[0].value.shape), dtype=ring.dtype)
             for f in group:
                 o = next(opened)
-                public.append(o.to(ring.dtype) if f.bit else o)
-                coeff.append(1 - 2 * public[-1] if f.bit else None)
-            total = torch.zeros(group[0].value.shape, dtype=ring.dtype)
-            for subset in range(0 if self.index == 0 else 1, 1 << len(group)):
-                term = subsets[subset - 1] if subset else None
-                for i in range(len(group)):
-                    part = coeff[i] if subset >> i & 1 else public[i]
-                    if part is not None:
-                        term = part if term is None else term * part
-                assert term is not None
-                total = total + term
-            out.append(total)
+                if f.bit:
+                    z = o.to(ring.dtype)
+                    coeff = torch.cat([coeff * z, coeff * (1 - 2 * z)])
+                else:
+                    coeff = torch.cat([coeff * o, coeff])
+            total = ring_sum(coeff[1:] * torch.stack(subsets), 0)
+            out.append(total + coeff[0] if self.index == 0 else total)
         return out
 
     def square(self, x: torch.Tensor, ring: Ring) -> torch.Tensor:
