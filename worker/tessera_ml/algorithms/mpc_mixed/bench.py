@@ -2,16 +2,27 @@
 with the same initialisation and batches, all in one invocation.
 
 Each secure mode runs as a platform job (five ranks: two compute parties, dealer, features,
-labels) on a local gloo world. The modes run concurrently by default, so that all of them see
-the same machine load; ``--set sequential=1`` runs them one after another. With ``--netns`` each
-party is a simulated host behind a link shaped to ``--set rate_mbit=R`` (default 10 Mbit/s, a
-link between organisations), one testbed per mode.
+labels) on a local gloo world. ``--set schedule=`` chooses how the modes share the machine:
+
+- ``interleaved`` (default): the modes take turns, ``block_epochs`` (default 2) at a time, each
+  resuming from its own checkpoint, so no mode runs beside another and a change in the machine's
+  load reaches all of them alike;
+- ``sequential``: each mode's whole run, one after another;
+- ``side_by_side``: all modes at once (15 ranks); step times are then taken over the span in
+  which all of them were running.
+
+With ``--netns`` each party is a simulated host behind a link shaped to ``--set rate_mbit=R``
+(default 10 Mbit/s, a link between organisations), one testbed per mode.
 """
 
 from __future__ import annotations
 
+import statistics
+import tempfile
 import threading
 from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -73,50 +84,144 @@ def plaintext_accuracy(cfg: dict[str, Any]) -> float:
     return float((model.forward(x.test).argmax(1) == y.test).double().mean())
 
 
-def _summarise(outcomes: list[RankOutcome]) -> dict[str, float]:
-    compute = next(o for o in outcomes if o.role == "compute" and o.rank == 0)
-    fetching = next(o for o in outcomes if o.role == "compute" and o.rank == 1)
-    labels = next(o for o in outcomes if o.role == "labels")
+MIN_TIMED_STEPS = 5
+"""Fewer steps than this in the common span (modes that hardly overlapped): time whole runs."""
+
+
+@dataclass(frozen=True)
+class _Step:
+    step: int
+    start: float
+    end: float
+    wall_s: float
+    cpu_s: float
+
+
+def _steps(outcome: RankOutcome) -> list[_Step]:
+    """A compute rank's steady-state steps with their wall-clock span: all but a run's first
+    step, which records the dealer's schedule. A step's metrics are recorded right after its
+    online phase, so the point's time is the step's end."""
+    cpu = dict(outcome.series("step_cpu_s"))
+    points = sorted((p for p in outcome.points if p.name == "step_time_s"), key=lambda p: p.step)
+    return [_Step(p.step, p.time - p.value, p.time, p.value, cpu[p.step]) for p in points[1:]]
+
+
+def _compute_ranks(runs: list[list[RankOutcome]]) -> list[list[RankOutcome]]:
+    """Per compute party, its outcome in each run."""
+    return [[o for run in runs for o in run if o.role == "compute" and o.rank == r] for r in (0, 1)]
+
+
+def overlap_window(timelines: list[list[_Step]]) -> tuple[float, float]:
+    """The span in which every job was in its steady state: from the last first step's start to
+    the first last step's end (empty when the jobs did not overlap)."""
+    start = max(min(s.start for s in t) for t in timelines)
+    end = min(max(s.end for s in t) for t in timelines)
+    return start, end
+
+
+def _quantile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[round(q * (len(ordered) - 1))]
+
+
+def _step_time(
+    runs: list[list[RankOutcome]], window: tuple[float, float] | None, q: float = 0.5
+) -> tuple[float, float, int]:
+    """Wall and CPU time per step at quantile ``q`` (the median by default) of each compute
+    party within ``window`` (all steady steps when None), the slower party's; and how many
+    steps that is."""
+    walls, cpus, counts = [], [], []
+    for party in _compute_ranks(runs):
+        steps = [
+            s
+            for outcome in party
+            for s in _steps(outcome)
+            if window is None or (s.start >= window[0] and s.end <= window[1])
+        ]
+        if not steps:
+            return float("nan"), float("nan"), 0
+        walls.append(_quantile([s.wall_s for s in steps], q))
+        cpus.append(_quantile([s.cpu_s for s in steps], q))
+        counts.append(len(steps))
+    return max(walls), max(cpus), min(counts)
+
+
+def _summarise(
+    runs: list[list[RankOutcome]], window: tuple[float, float] | None
+) -> dict[str, float]:
+    """One mode's numbers over its runs (one, or one per epoch when interleaved)."""
+    last = runs[-1]
+    compute = next(o for o in last if o.role == "compute" and o.rank == 0)
+    fetching = next(o for o in last if o.role == "compute" and o.rank == 1)
+    labels = next(o for o in last if o.role == "labels")
+    wall, cpu, steps = _step_time(runs, window)
     out = {
         "test_accuracy": float(labels.result["test_accuracy"]),
         "online_bytes_per_step": float(compute.result["online_bytes"]),
         "offline_bytes_per_step": float(fetching.result["offline_bytes"]),
         "rounds_per_step": float(compute.result["online_rounds"]),
-        "step_time_s": max(
-            float(compute.result["step_time_s"]), float(fetching.result["step_time_s"])
+        "step_time_s": wall,
+        "step_time_p10_s": _step_time(runs, window, 0.1)[0],
+        "step_time_p90_s": _step_time(runs, window, 0.9)[0],
+        "step_cpu_s": cpu,
+        "timed_steps": float(steps),
+        "offline_time_s": statistics.median(
+            v
+            for run in runs
+            for o in run
+            if o.role == "compute" and o.rank == 1
+            for _, v in o.series("offline_time_s")[1:]
         ),
-        "step_cpu_s": max(
-            float(compute.result["step_cpu_s"]), float(fetching.result["step_cpu_s"])
+        "steps": float(
+            sum(next(o for o in run if o.role == "compute").result["steps"] for run in runs)
         ),
-        "offline_time_s": float(fetching.result["offline_time_s"]),
-        "steps": float(compute.result["steps"]),
     }
+    if window is not None:
+        out["step_time_whole_run_s"] = _step_time(runs, None)[0]
     if "link_online_bytes" in compute.result:
         out["link_online_bytes_per_step"] = float(compute.result["link_online_bytes"])
     return out
 
 
+SCHEDULES = ("interleaved", "side_by_side", "sequential")
+
+
+def _schedule(args: BenchArgs) -> str:
+    schedule = args.extra.get(
+        "schedule", "sequential" if args.extra.get("sequential") == "1" else "interleaved"
+    )
+    if schedule not in SCHEDULES:
+        raise ValueError(
+            f"mpc_mixed bench: schedule must be one of {', '.join(SCHEDULES)}, not {schedule!r}"
+        )
+    return schedule
+
+
 def bench(args: BenchArgs) -> BenchReport:
     configs = {mode: _config(args, mode) for mode in MODES}
-    sequential = args.extra.get("sequential", "0") == "1"
-    summaries: dict[str, dict[str, float]] = {}
+    schedule = _schedule(args)
+    block = int(args.extra.get("block_epochs", 2))
+    if block < 1:
+        raise ValueError(f"mpc_mixed bench: block_epochs must be at least 1, not {block}")
+    runs: dict[str, list[list[RankOutcome]]] = {mode: [] for mode in MODES}
     errors: list[BaseException] = []
-
     rate = float(args.extra.get("rate_mbit", 10.0))
-
     testbeds: dict[str, Testbed] = {}
+    folders: dict[str, Path] = {}
 
-    def one(mode: str) -> None:
+    def one(mode: str, config: dict[str, Any], resume_from: Path | None = None) -> None:
         try:
             outcomes = run_algorithm(
                 "mpc_mixed",
                 ASSIGNMENTS,
-                configs[mode],
+                config,
                 timeout_s=3600,
                 hosts="party" if mode in testbeds else None,
                 testbed=testbeds.get(mode),
+                checkpoint_dir=str(folders[mode]) if folders else None,
+                resume_from=str(resume_from) if resume_from else None,
             )
-            summaries[mode] = _summarise(outcomes)
+            runs[mode].append(outcomes)
         except BaseException as exc:
             errors.append(exc)
 
@@ -126,17 +231,44 @@ def bench(args: BenchArgs) -> BenchReport:
             parties = len({a["party"] for a in ASSIGNMENTS})
             for mode in MODES:
                 testbeds[mode] = stack.enter_context(Testbed(parties, rate_mbit=rate))
-        if sequential:
-            for mode in MODES:
-                one(mode)
-        else:
-            threads = [threading.Thread(target=one, args=(m,)) for m in MODES]
+        if schedule == "side_by_side":
+            threads = [threading.Thread(target=one, args=(m, configs[m])) for m in MODES]
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
+        elif schedule == "sequential":
+            for mode in MODES:
+                one(mode, configs[mode])
+        else:
+            # block_epochs at a time, each mode resuming from its own checkpoint: the modes never
+            # share the machine, and a change of its load over the run reaches all of them alike
+            root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mpc-bench-")))
+            folders.update({mode: root / mode for mode in MODES})
+            epochs = configs["mixed"]["epochs"]
+            for end in range(min(block, epochs), epochs + block, block):
+                for mode in MODES:
+                    if errors:
+                        break
+                    resume = _last_checkpoint(runs[mode][-1]) if runs[mode] else None
+                    one(mode, {**configs[mode], "epochs": min(end, epochs)}, resume)
     if errors:
         raise errors[0]
+    # Side by side, the modes share the machine only while all of them run: once the fastest has
+    # finished, the others' steps get more of it. Times are taken inside that common span.
+    window = None
+    if schedule == "side_by_side":
+        window = overlap_window(
+            [
+                [s for o in party for s in _steps(o)]
+                for m in MODES
+                for party in _compute_ranks(runs[m])
+            ]
+        )
+    summaries = {mode: _summarise(runs[mode], window) for mode in MODES}
+    if window is not None and min(s["timed_steps"] for s in summaries.values()) < MIN_TIMED_STEPS:
+        window = None
+        summaries = {mode: _summarise(runs[mode], None) for mode in MODES}
     results: dict[str, Any] = {}
     for mode in MODES:
         prefix = "" if mode == "mixed" else f"{mode}_"
@@ -151,10 +283,27 @@ def bench(args: BenchArgs) -> BenchReport:
     )
     results["step_time_ratio"] = results["step_time_s"] / results["all64_step_time_s"]
     results["step_cpu_ratio"] = results["step_cpu_s"] / results["all64_step_cpu_s"]
+    results["step_time_ratio_p10"] = results["step_time_p10_s"] / results["all64_step_time_p10_s"]
+    if window is not None:
+        results["step_time_ratio_whole_run"] = (
+            results["step_time_whole_run_s"] / results["all64_step_time_whole_run_s"]
+        )
     params = {k: v for k, v in configs["mixed"].items() if k != "mode"}
-    params["concurrent_modes"] = not sequential
+    params["schedule"] = schedule
+    if schedule == "interleaved":
+        params["block_epochs"] = block
+    params["step_times"] = (
+        "medians over all steady steps"
+        if window is None
+        else "medians over the steady steps run while every mode was running"
+    )
     params["netns"] = args.netns
     if args.netns:
         params["rate_mbit"] = rate
         params["hosts"] = "one per party"
     return BenchReport(params=params, results=results)
+
+
+def _last_checkpoint(outcomes: list[RankOutcome]) -> Path:
+    _, folder, _, _ = max(outcomes[0].checkpoints)
+    return Path(folder)
