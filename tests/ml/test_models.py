@@ -72,3 +72,38 @@ def test_bad_specs_are_value_errors() -> None:
             parse_model_spec(bad)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="in_features"):
         build_model("mlp", out_features=2)
+
+
+def test_seeded_models_are_the_same_when_ranks_are_threads_of_one_process() -> None:
+    """Threads seeding and drawing from torch's shared generator at once each get the weights
+    their seed gives alone; with ``restore`` the generator is left as it was."""
+    import threading
+
+    from tessera_ml.models.zoo import seeded
+
+    def build() -> nn.Module:
+        return build_model({"kind": "mlp", "hidden": [256, 256]}, in_features=64, out_features=10)
+
+    alone = seeded(3, build).state_dict()
+    start = threading.Barrier(8)
+    built: list[dict[str, torch.Tensor]] = []
+
+    def rank(i: int) -> None:
+        start.wait()
+        for _ in range(5):
+            model = seeded(3, build, restore=i % 2 == 0)
+            built.append(model.state_dict())
+
+    threads = [threading.Thread(target=rank, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(built) == 40
+    assert all(torch.equal(state[k], alone[k]) for state in built for k in alone)
+
+    torch.manual_seed(11)
+    expected = torch.rand(3)
+    torch.manual_seed(11)
+    seeded(3, build, restore=True)
+    assert torch.equal(torch.rand(3), expected)

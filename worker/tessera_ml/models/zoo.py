@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import importlib
 import inspect
-from typing import TYPE_CHECKING, Any
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from torch import nn
@@ -19,6 +21,26 @@ from tessera_ml.models.spec import (
 
 if TYPE_CHECKING:
     from tessera_ml.data.tabular import Dataset
+
+T = TypeVar("T")
+_GLOBAL_GENERATOR = threading.Lock()
+
+
+def seeded(seed: int, build: Callable[[], T], *, restore: bool = False) -> T:
+    """``build()`` right after seeding torch's global generator with ``seed``, under a lock;
+    with ``restore``, the generator's state from before is put back afterwards.
+
+    Ranks run as threads of one process (``run_algorithm(in_process=True)``) share that
+    generator: without the lock, one rank seeding while another draws its initial weights
+    would change them."""
+    with _GLOBAL_GENERATOR:
+        if not restore:
+            torch.manual_seed(seed)
+            return build()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return build()
+
 
 _ACTIVATIONS: dict[str, type[nn.Module]] = {"relu": nn.ReLU, "tanh": nn.Tanh, "gelu": nn.GELU}
 

@@ -15,7 +15,7 @@ from tessera_ml.data.partition import shard_dataset
 from tessera_ml.data.resolver import resolve
 from tessera_ml.data.tabular import Dataset, Table
 from tessera_ml.metrics import accuracy, auc
-from tessera_ml.models.zoo import build_model
+from tessera_ml.models.zoo import build_model, seeded
 from tessera_ml.netns import testbed_link_bytes
 
 
@@ -136,8 +136,7 @@ def run(ctx: RankContext) -> dict[str, Any]:
     data = rank_dataset(ctx, cfg)
     if data.train.y is None:
         raise ValueError(f"rank {ctx.rank}: dataset {data.name} has no labels to train on")
-    torch.manual_seed(cfg.seed)
-    model = build_model(cfg.model, dataset=data).to(ctx.device)
+    model = seeded(cfg.seed, lambda: build_model(cfg.model, dataset=data)).to(ctx.device)
     broadcast_parameters(comm, model, group)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = make_optimizer(cfg, params)

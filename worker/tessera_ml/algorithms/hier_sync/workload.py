@@ -18,7 +18,7 @@ from tessera_ml.context import RankContext
 from tessera_ml.data.partition import shard_dataset
 from tessera_ml.data.resolver import resolve
 from tessera_ml.data.tabular import Dataset
-from tessera_ml.models.zoo import build_model
+from tessera_ml.models.zoo import build_model, seeded
 
 
 def rank_dataset(ctx: RankContext, config: HierSyncConfig) -> Dataset:
@@ -33,8 +33,7 @@ def rank_dataset(ctx: RankContext, config: HierSyncConfig) -> Dataset:
 
 
 def rank_model(config: HierSyncConfig, data: Dataset, device: torch.device) -> nn.Module:
-    torch.manual_seed(config.seed)
-    return build_model(config.model, dataset=data).to(device)
+    return seeded(config.seed, lambda: build_model(config.model, dataset=data)).to(device)
 
 
 def batch(

@@ -5,20 +5,22 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from tessera_ml.models.zoo import seeded
+
 
 def dense_tower(num_fields: int, dim: int, hidden: list[int], seed: int) -> nn.Module:
     """MLP ``fields*dim -> hidden... -> 1 logit``, initialised from ``seed``."""
-    gen_state = torch.random.get_rng_state()
-    torch.manual_seed(seed)
-    layers: list[nn.Module] = []
-    width = num_fields * dim
-    for h in hidden:
-        layers += [nn.Linear(width, h), nn.ReLU()]
-        width = h
-    layers.append(nn.Linear(width, 1))
-    model = nn.Sequential(*layers)
-    torch.random.set_rng_state(gen_state)
-    return model
+
+    def build() -> nn.Module:
+        layers: list[nn.Module] = []
+        width = num_fields * dim
+        for h in hidden:
+            layers += [nn.Linear(width, h), nn.ReLU()]
+            width = h
+        layers.append(nn.Linear(width, 1))
+        return nn.Sequential(*layers)
+
+    return seeded(seed, build, restore=True)
 
 
 def forward(model: nn.Module, embeddings: torch.Tensor, interactions: bool) -> torch.Tensor:

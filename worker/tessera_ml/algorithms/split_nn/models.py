@@ -47,15 +47,14 @@ def build_model(
     seed: int,
     dtype: torch.dtype,
 ) -> nn.Module:
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    def build() -> nn.Module:
         if spec.kind == "custom":
-            model = _custom(spec, in_features, out)
-        else:
-            width = out if out is not None else spec.out
-            assert width is not None
-            model = _mlp(spec, in_features, width, final_activation)
-    return model.to(dtype)
+            return _custom(spec, in_features, out)
+        width = out if out is not None else spec.out
+        assert width is not None
+        return _mlp(spec, in_features, width, final_activation)
+
+    return zoo.seeded(seed, build, restore=True).to(dtype)
 
 
 def output_width(

@@ -12,7 +12,7 @@ from torch.nn import functional as F
 
 from tessera_ml.data.tabular import Dataset, Task
 from tessera_ml.metrics import accuracy, auc
-from tessera_ml.models.zoo import build_model
+from tessera_ml.models.zoo import build_model, seeded
 
 
 def make_model(spec: Any, data: Dataset, *, seed: int) -> nn.Module:
@@ -21,8 +21,7 @@ def make_model(spec: Any, data: Dataset, *, seed: int) -> nn.Module:
     It stays in eval mode: both sides of a pair must evaluate the same deterministic function
     (no dropout masks, no batch-norm statistics drifting apart between copies).
     """
-    torch.manual_seed(seed)
-    return build_model(spec, dataset=data).eval()
+    return seeded(seed, lambda: build_model(spec, dataset=data)).eval()
 
 
 def load_weights(model: nn.Module, ref: str, device: torch.device) -> None:
