@@ -22,7 +22,6 @@ REQUESTS = [
     Request(Kind.COMPARE, 32, (6,)),
     Request(Kind.SELECT, 0, (6,), uses=(32, 64)),
     Request(Kind.NORM, 64, (8, 3)),
-    Request(Kind.BIT, 32, (6,)),
     Request(Kind.MATMUL_PAIR, 64, (5, 3), (3, 2)),
     Request(Kind.WIDE_MUL, 64, (4, 3)),
     Request(Kind.WIDE_MUL, 64, (4, 3), param=1),

@@ -190,7 +190,8 @@ def test_selection_of_public_values_by_secret_bits(ring: Ring) -> None:
 
     def fn(eng: Engine, _: torch.Tensor) -> torch.Tensor:
         xor_share = bits ^ mask if eng.index == 0 else mask
-        return eng.select_public(xor_share, values, ring)
+        shared, _ = eng.share_bit(xor_share, (ring,))
+        return shared.arithmetic(0, eng.index) * values
 
     out = on_both(fn, values, ring=ring)
     assert torch.equal(out, values * bits.to(ring.dtype))

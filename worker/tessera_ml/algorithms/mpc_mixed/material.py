@@ -24,7 +24,6 @@ class Kind(IntEnum):
     COMPARE = 6  # r, r as XOR-shared bits, per-chunk tables of r, AND triples of the tree
     SELECT = 7  # a random bit b (XOR), and per use in a ring: b, a, a*b
     NORM = 8  # batch-norm masks and their products, each value opened once per step
-    BIT = 9  # a random bit b, XOR-shared and additively shared in the ring
     MATMUL_PAIR = 10  # a, b, a@b, d, b@d: x @ y and y @ w with y opened once
     WIDE_MUL = 11  # extension masks of x and y (or x alone, param 1) and their Z_2^64 products
     WIDE_MATMUL = 12  # extension mask of x (n, k), mask b of w (k, j), R @ b, msb(r)_ik b_kj
@@ -161,8 +160,6 @@ def layout(req: Request) -> list[Slot]:
             + [Slot(vec, dt, False)]
             + [Slot(s, dt, False)] * 5
         )
-    if req.kind == Kind.BIT:
-        return [Slot(s, torch.uint8, True), Slot(s, dt, False)]
     if req.kind == Kind.PRODUCT:
         n, bit_factors = product_factors(req)
         slots = [Slot(s, torch.uint8, True)] * sum(bit_factors)
@@ -227,9 +224,6 @@ def secrets(req: Request, gen: torch.Generator) -> list[torch.Tensor]:
         a_c, a_s = ring.random(s, gen), ring.random((s[-1],), gen)
         a_d, a_k = ring.random(s, gen), ring.random((s[-1],), gen)
         return [a_c, a_s, a_d, a_k, a_c * a_c, a_c * a_s, a_d * a_c, a_d * a_s, a_c * a_k]
-    if req.kind == Kind.BIT:
-        bit = torch.randint(0, 2, s, dtype=torch.uint8, generator=gen)
-        return [bit, bit.to(ring.dtype)]
     if req.kind == Kind.PRODUCT:
         n, bit_factors = product_factors(req)
         bit_masks = [

@@ -448,16 +448,6 @@ class Engine:
         shared.z = z
         return shared, self._bit_product(first, e, shared)
 
-    def select_public(self, bit: torch.Tensor, values: torch.Tensor, ring: Ring) -> torch.Tensor:
-        """bit * values for XOR-shared bits and public ring values: one opened bit each.
-
-        With z = bit XOR b opened, bit = z + (1 - 2z) b is linear in the dealer's arithmetic
-        shares of b, so the product with a public value is local."""
-        b_xor, b = self.provider.get(Request(Kind.BIT, ring.bits, tuple(bit.shape)))
-        (z,) = self.open_xor(bit ^ b_xor)
-        zr = z.to(ring.dtype)
-        return self.add_public((1 - 2 * zr) * b * values, zr * values)
-
     def _open_mixed(
         self, bit: torch.Tensor, masked: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
