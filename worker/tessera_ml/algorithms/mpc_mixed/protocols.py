@@ -186,11 +186,7 @@ class Engine:
                     f.value ^ next(bit_masks) if f.bit else f.value - subsets[(1 << i) - 1]
                 )
             items.append((group, subsets))
-        # arithmetic openings add, bit openings XOR: one exchange for both
-        theirs = self.peer.exchange(*masked)
-        opened = iter(
-            m ^ t if m.dtype == torch.uint8 else m + t for m, t in zip(masked, theirs, strict=True)
-        )
+        opened = iter(self._open_mixed(*masked))
         out = []
         for group, subsets in items:
             # coeff[S] = prod_(i in S) c_i * prod_(i not in S) p_i, S as a bitmask over factors
@@ -448,11 +444,11 @@ class Engine:
         shared.z = z
         return shared, self._bit_product(first, e, shared)
 
-    def _open_mixed(
-        self, bit: torch.Tensor, masked: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        other_bit, other_masked = self.peer.exchange(bit, masked)
-        return bit ^ other_bit, masked + other_masked
+    def _open_mixed(self, *xs: torch.Tensor) -> list[torch.Tensor]:
+        """Open shares of both kinds in one round: uint8 tensors are XOR shares, the rest
+        additive."""
+        theirs = self.peer.exchange(*xs)
+        return [x ^ t if x.dtype == torch.uint8 else x + t for x, t in zip(xs, theirs, strict=True)]
 
     def mul_bit(self, x: torch.Tensor, shared: SharedBit) -> torch.Tensor:
         """x * bit for the next unused ring slot of ``shared`` (one round)."""
