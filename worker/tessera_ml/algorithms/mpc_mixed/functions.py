@@ -122,8 +122,8 @@ def reciprocal(
     y = eng.add_public(-eng.mul_public(s, b, ring), round(a * ring.scale))
     two = 2 * ring.scale
     for _ in range(steps):
-        sy = mul_trunc(eng, s, y, ring, wide)
-        y = mul_trunc(eng, y, eng.add_public(-sy, two), ring, wide)
+        sy = mul_trunc(eng, s, y, ring)
+        y = mul_trunc(eng, y, eng.add_public(-sy, two), ring)
     return y
 
 
