@@ -99,9 +99,9 @@ class Engine:
     def _matmul_of_masked(
         self, e: torch.Tensor, a: torch.Tensor, f: torch.Tensor, b: torch.Tensor, c: torch.Tensor
     ) -> torch.Tensor:
-        """Share of x @ y from the opened e = x - a, f = y - b and the triple's c = a @ b."""
-        z = c + e @ b + a @ f
-        return z + e @ f if self.index == 0 else z
+        """Share of x @ y from the opened e = x - a, f = y - b and the triple's c = a @ b:
+        party 0 folds the public e @ f into e @ (b + f), two products for either party."""
+        return c + e @ (b + f if self.index == 0 else b) + a @ f
 
     def matmul_extend(
         self, x: torch.Tensor, y: torch.Tensor, ring: Ring
@@ -121,10 +121,9 @@ class Engine:
         req = Request(Kind.MATMUL_PAIR, ring.bits, tuple(x.shape), tuple(y.shape))
         a, b, ab, d, bd = self.provider.get(req)
         e, f, g = self.open(x - a, y - b, w - d)
-        xy = ab + e @ b + a @ f
-        yw = bd + f @ d + b @ g
-        if self.index == 0:
-            xy, yw = xy + e @ f, yw + f @ g
+        first = self.index == 0
+        xy = ab + e @ (b + f if first else b) + a @ f
+        yw = bd + f @ (d + g if first else d) + b @ g
         return xy, yw
 
     def mul_many(
