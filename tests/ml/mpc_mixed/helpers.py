@@ -21,13 +21,15 @@ def shared(
     return tuple(p[0] for p in pairs), tuple(p[1] for p in pairs)
 
 
-def on_both(fn: Callable[..., torch.Tensor], *values: torch.Tensor, ring: Ring) -> torch.Tensor:
+def on_both(
+    fn: Callable[..., torch.Tensor], *values: torch.Tensor, ring: Ring, comparison: str = "tree"
+) -> torch.Tensor:
     """Run ``fn(engine, *shares)`` on both parties and return the revealed result."""
 
     def body(eng: Engine, *args: torch.Tensor) -> torch.Tensor:
         return eng.reveal(fn(eng, *args))
 
     a0, a1 = shared(*values, ring=ring)
-    r0, r1 = run_two(body, a0, a1)
+    r0, r1 = run_two(body, a0, a1, comparison=comparison)
     assert torch.equal(r0, r1)
     return r0

@@ -26,7 +26,14 @@ class Run:
     prec: Precision
 
 
-def train_both(mode: str, steps: int, batch: int = 32, hidden: int = 16, lr: float = 0.5) -> Run:
+def train_both(
+    mode: str,
+    steps: int,
+    batch: int = 32,
+    hidden: int = 16,
+    lr: float = 0.5,
+    comparison: str = "tree",
+) -> Run:
     prec = Precision.of(mode, 12, 20)
     feats = data.features("sklearn:digits")
     labels, classes = data.labels("sklearn:digits")
@@ -43,7 +50,7 @@ def train_both(mode: str, steps: int, batch: int = 32, hidden: int = 16, lr: flo
             train_step(eng, prec, model, xf[i][rows], xb[i][rows], yb[i][rows], lr)
         return {k: eng.reveal(v) for k, v in model.params.items()}
 
-    e0, e1 = engines(0, record=True)
+    e0, e1 = engines(0, record=True, comparison=comparison)
     out = run_pair(party, (e0, 0), (e1, 1))
     revealed = out[0]
     assert isinstance(revealed, dict)

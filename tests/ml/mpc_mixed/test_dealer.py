@@ -20,6 +20,8 @@ REQUESTS = [
     Request(Kind.TRUNC, 64, (5,), param=8),
     Request(Kind.EXTEND, 64, (5,)),
     Request(Kind.COMPARE, 32, (6,)),
+    Request(Kind.COMPARE, 32, (70,), param=1),
+    Request(Kind.COMPARE, 64, (3, 5), param=1),
     Request(Kind.SELECT, 0, (6,), uses=(32, 64)),
     Request(Kind.NORM, 64, (8, 3)),
     Request(Kind.MATMUL_PAIR, 64, (5, 3), (3, 2)),

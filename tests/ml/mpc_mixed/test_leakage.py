@@ -1,5 +1,6 @@
 """What a compute party receives during training: uniform-looking, and never plaintext."""
 
+import pytest
 import torch
 
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
@@ -27,8 +28,9 @@ def _bit_balance(words: torch.Tensor, bits: int) -> torch.Tensor:
     return torch.stack([((as64 >> k) & 1).double().mean() for k in range(bits)])
 
 
-def test_messages_are_uniform_and_carry_no_plaintext() -> None:
-    run = train_both("mixed", steps=2)
+@pytest.mark.parametrize("comparison", ["tree", "fan_in"])
+def test_messages_are_uniform_and_carry_no_plaintext(comparison: str) -> None:
+    run = train_both("mixed", steps=2, comparison=comparison)
     secrets = _plaintexts(run)
     for received in run.received:
         assert len(received) > 100

@@ -104,8 +104,9 @@ def test_shift_left_then_truncation_moves_between_precisions() -> None:
     assert (back.to(torch.int64) - x32.to(torch.int64)).abs().max() <= 1
 
 
+@pytest.mark.parametrize("comparison", ["tree", "fan_in"])
 @pytest.mark.parametrize("ring", RINGS, ids=["r32", "r64"])
-def test_comparison_is_exact_on_the_whole_ring(ring: Ring) -> None:
+def test_comparison_is_exact_on_the_whole_ring(ring: Ring, comparison: str) -> None:
     top = 2 ** (ring.bits - 1)
     edges = [-top, -top + 1, -2, -1, 0, 1, 2, top - 2, top - 1]
     rand = ring.random((3000,), GEN)
@@ -115,8 +116,41 @@ def test_comparison_is_exact_on_the_whole_ring(ring: Ring) -> None:
         bit = eng.nonneg_bit(v, ring)
         return eng.open_xor(bit)[0].to(ring.dtype)
 
-    bits = on_both(fn, x, ring=ring)
+    bits = on_both(fn, x, ring=ring, comparison=comparison)
     assert torch.equal(bits.bool(), x >= 0)
+
+
+@pytest.mark.parametrize("shape", [(1,), (63,), (64,), (65,), (3, 50, 2)])
+def test_fan_in_comparison_packs_any_shape(shape: tuple[int, ...]) -> None:
+    ring = Ring(32, 12)
+    x = ring.random(shape, GEN)
+
+    def fn(eng: Engine, v: torch.Tensor) -> torch.Tensor:
+        bit = eng.nonneg_bit(v, ring)
+        assert bit.shape == v.shape and bit.dtype == torch.uint8
+        return eng.open_xor(bit)[0].to(ring.dtype)
+
+    bits = on_both(fn, x, ring=ring, comparison="fan_in")
+    assert torch.equal(bits.bool(), x >= 0)
+
+
+@pytest.mark.parametrize("ring", RINGS, ids=["r32", "r64"])
+def test_fan_in_comparison_takes_a_round_per_level(ring: Ring) -> None:
+    from tessera_ml.algorithms.mpc_mixed.comparison import levels
+
+    def fn(eng: Engine, v: torch.Tensor) -> torch.Tensor:
+        before = eng.peer.stats.rounds
+        bit = eng.nonneg_bit(v, ring)
+        assert eng.peer.stats.rounds - before == 1 + len(levels(ring.bits))
+        return eng.open_xor(bit)[0].to(ring.dtype)
+
+    on_both(fn, ring.random((10,), GEN), ring=ring, comparison="fan_in")
+    assert [len(levels(b)) for b in (32, 64)] == [1, 2]
+
+
+def test_an_unknown_comparison_is_refused() -> None:
+    with pytest.raises(ValueError, match="comparison is one of tree, fan_in"):
+        Engine(0, None, None, "ripple")  # type: ignore[arg-type]
 
 
 def test_relu_forward_in_32_bits_and_its_derivative_applied_in_64_bits() -> None:

@@ -60,3 +60,6 @@ def test_config_validates_precisions() -> None:
     with pytest.raises(ValidationError):
         MpcMixedConfig(mode="all16")  # type: ignore[arg-type]
     assert MpcMixedConfig(mode="all32", ring32_frac=14, ring64_frac=14).mode == "all32"
+    with pytest.raises(ValidationError, match="comparison"):
+        MpcMixedConfig(comparison="ripple")  # type: ignore[arg-type]
+    assert MpcMixedConfig().comparison == "tree"

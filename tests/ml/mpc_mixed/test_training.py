@@ -5,16 +5,18 @@ import pytest
 from .steps import train_both
 
 
-def _worst(mode: str) -> tuple[float, float]:
-    run = train_both(mode, steps=3)
+def _worst(mode: str, comparison: str = "tree") -> tuple[float, float]:
+    run = train_both(mode, steps=3, comparison=comparison)
     err = max((run.secure[k] - run.plain[k]).abs().max().item() for k in run.plain)
     moved = max((run.plain[k] - run.initial[k]).abs().max().item() for k in run.plain)
     return err, moved
 
 
-@pytest.mark.parametrize("mode", ["mixed", "all64"])
-def test_secure_steps_track_the_plaintext_reference(mode: str) -> None:
-    err, moved = _worst(mode)
+@pytest.mark.parametrize(
+    ("mode", "comparison"), [("mixed", "tree"), ("all64", "tree"), ("mixed", "fan_in")]
+)
+def test_secure_steps_track_the_plaintext_reference(mode: str, comparison: str) -> None:
+    err, moved = _worst(mode, comparison)
     assert moved > 0.05
     assert err < moved / 10
 

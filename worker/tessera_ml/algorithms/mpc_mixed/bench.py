@@ -62,6 +62,7 @@ def _config(args: BenchArgs, mode: str) -> dict[str, Any]:
         "hidden": [int(h) for h in extra.get("hidden", "64").split(",")],
         "dataset": extra.get("dataset", "digits"),
         "seed": int(extra.get("seed", 0)),
+        "comparison": extra.get("comparison", "tree"),
         "log_every": 1000,
         "eval_every_epochs": 1000,
     }

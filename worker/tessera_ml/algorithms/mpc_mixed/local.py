@@ -17,12 +17,15 @@ from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 
 
-def engines(seed: int = 0, record: bool = False) -> tuple[Engine, Engine]:
+def engines(seed: int = 0, record: bool = False, comparison: str = "tree") -> tuple[Engine, Engine]:
     dealer = LocalDealer(seed)
     p0, p1 = local_pair()
     if record:
         p0.record, p1.record = [], []
-    return Engine(0, p0, dealer.provider(0)), Engine(1, p1, dealer.provider(1))
+    return (
+        Engine(0, p0, dealer.provider(0), comparison),
+        Engine(1, p1, dealer.provider(1), comparison),
+    )
 
 
 def share(x: torch.Tensor, gen: torch.Generator, ring: Ring) -> tuple[torch.Tensor, torch.Tensor]:
@@ -48,9 +51,13 @@ def share_inputs(
 
 
 def run_two(
-    fn: Callable[..., Any], args0: tuple[Any, ...], args1: tuple[Any, ...], seed: int = 0
+    fn: Callable[..., Any],
+    args0: tuple[Any, ...],
+    args1: tuple[Any, ...],
+    seed: int = 0,
+    comparison: str = "tree",
 ) -> tuple[Any, Any]:
     """Run ``fn(engine, *args_i)`` for both parties concurrently."""
-    e0, e1 = engines(seed)
+    e0, e1 = engines(seed, comparison=comparison)
     out = run_pair(fn, (e0, *args0), (e1, *args1))
     return out[0], out[1]

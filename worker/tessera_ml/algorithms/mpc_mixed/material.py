@@ -12,6 +12,14 @@ from enum import IntEnum
 
 import torch
 
+from tessera_ml.algorithms.mpc_mixed import comparison
+from tessera_ml.algorithms.mpc_mixed.comparison import (
+    CHUNK_BITS,
+    FAN_IN_PARAM,
+    compare_chunks,
+    table_words,
+    tree_levels,
+)
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 
 
@@ -21,7 +29,8 @@ class Kind(IntEnum):
     SQUARE = 3  # a, a*a
     TRUNC = 4  # r, r >> d (logical), msb(r)
     EXTEND = 5  # r in Z_2^32, r as an integer >> d in Z_2^64, msb(r) in Z_2^64
-    COMPARE = 6  # r, r as XOR-shared bits, per-chunk tables of r, AND triples of the tree
+    COMPARE = 6  # r, msb(r) (XOR), per-chunk tables of r, then the tree's AND triples or,
+    # param FAN_IN_PARAM, per level the factors' masks and the ANDs of their subsets
     SELECT = 7  # a random bit b (XOR), and per use in a ring: b, a, a*b
     NORM = 8  # batch-norm masks and their products, each value opened once per step
     MATMUL_PAIR = 10  # a, b, a@b, d, b@d: x @ y and y @ w with y opened once
@@ -41,7 +50,7 @@ class Slot:
 class Request:
     """One item of material. ``uses`` (SELECT only) lists the ring of each later multiplication
     by the bit; ``param`` is the shift for TRUNC and EXTEND, 1 for a square in WIDE_MUL, the
-    factors for PRODUCT (``product_request``)."""
+    factors for PRODUCT (``product_request``), the comparison for COMPARE."""
 
     kind: Kind
     bits: int
@@ -78,24 +87,6 @@ END = torch.zeros(WIRE_WORDS, dtype=torch.int64)
 
 def _dtype(bits: int) -> torch.dtype:
     return torch.int32 if bits == 32 else torch.int64
-
-
-CHUNK_BITS = 4  # comparison: the dealer's tables cover this many bits of r at a time
-
-
-def compare_chunks(bits: int) -> int:
-    """Chunks of CHUNK_BITS bits covering the low ``bits - 1`` bits that a comparison compares."""
-    return -(-(bits - 1) // CHUNK_BITS)
-
-
-def tree_levels(bits: int) -> int:
-    """Levels of the prefix tree that combines the chunks."""
-    return (compare_chunks(bits) - 1).bit_length()
-
-
-def table_words(bits: int) -> int:
-    """int64 words holding the 2^CHUNK_BITS-bit tables of all chunks, back to back."""
-    return -(-(compare_chunks(bits) << CHUNK_BITS) // 64)
 
 
 MAX_FACTORS = 6
@@ -150,8 +141,13 @@ def layout(req: Request) -> list[Slot]:
         return _extension_slots(s)
     if req.kind == Kind.COMPARE:
         table = Slot((*s, table_words(req.bits)), torch.int64, True)
-        slots = [Slot(s, dt, False), Slot(s, dt, True), table, table]
-        slots += [Slot(s, dt, True)] * (5 * (tree_levels(req.bits) - 1) + 3)
+        slots = [Slot(s, dt, False), Slot(s, torch.uint8, True), table, table]
+        if req.param != FAN_IN_PARAM:
+            return slots + [Slot(s, dt, True)] * (5 * (tree_levels(req.bits) - 1) + 3)
+        words = comparison.words_for(_count(s))
+        for level in comparison.levels(req.bits):
+            shapes = comparison.level_shapes(level, words)
+            slots += [Slot(shape, torch.int64, True) for shape in shapes]
         return slots
     if req.kind == Kind.NORM:
         vec = (s[-1],)
@@ -208,7 +204,12 @@ def secrets(req: Request, gen: torch.Generator) -> list[torch.Tensor]:
     if req.kind == Kind.COMPARE:
         r = ring.random(s, gen)
         less, equal = _chunk_tables(r.to(torch.int64) & ((1 << (req.bits - 1)) - 1), req.bits)
-        out = [r, r.clone(), less, equal]
+        out = [r, ring.msb(r).to(torch.uint8), less, equal]
+        if req.param == FAN_IN_PARAM:
+            words = comparison.words_for(_count(s))
+            for fan_in_level in comparison.levels(req.bits):
+                out += comparison.level_material(fan_in_level, words, gen)
+            return out
         levels = tree_levels(req.bits)
         for level in range(levels):
             last = level == levels - 1
@@ -265,6 +266,13 @@ def _pack_bits(table: torch.Tensor, bits: int) -> torch.Tensor:
     flat = torch.nn.functional.pad(flat, (0, words * 64 - flat.shape[-1]))
     weights = torch.ones(64, dtype=torch.int64) << torch.arange(64, dtype=torch.int64)
     return (flat.unflatten(-1, (words, 64)) * weights).sum(-1)
+
+
+def _count(shape: tuple[int, ...]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
 
 def _extension_slots(shape: tuple[int, ...]) -> list[Slot]:

@@ -14,16 +14,18 @@ from dataclasses import dataclass
 
 import torch
 
+from tessera_ml.algorithms.mpc_mixed import comparison
 from tessera_ml.algorithms.mpc_mixed.channel import Peer
-from tessera_ml.algorithms.mpc_mixed.dealer import Provider
-from tessera_ml.algorithms.mpc_mixed.material import (
+from tessera_ml.algorithms.mpc_mixed.comparison import (
     CHUNK_BITS,
-    Kind,
-    Request,
+    COMPARISONS,
+    FAN_IN_PARAM,
+    TREE,
     compare_chunks,
-    product_request,
     tree_levels,
 )
+from tessera_ml.algorithms.mpc_mixed.dealer import Provider
+from tessera_ml.algorithms.mpc_mixed.material import Kind, Request, product_request
 from tessera_ml.algorithms.mpc_mixed.ring import Ring, ring_sum
 
 R32 = Ring(32, 0)
@@ -55,14 +57,21 @@ class Factor:
 
 
 class Engine:
-    """This party's side of every protocol. ``index`` is 0 or 1."""
+    """This party's side of every protocol. ``index`` is 0 or 1; ``comparison`` combines the
+    chunks of a comparison two per round (``tree``) or a level of groups per round
+    (``fan_in``, see ``comparison``)."""
 
-    def __init__(self, index: int, peer: Peer, provider: Provider) -> None:
+    def __init__(
+        self, index: int, peer: Peer, provider: Provider, comparison: str = "tree"
+    ) -> None:
         if index not in (0, 1):
             raise ValueError("a compute party index is 0 or 1")
+        if comparison not in COMPARISONS:
+            raise ValueError(f"comparison is one of {', '.join(COMPARISONS)}, not {comparison!r}")
         self.index = index
         self.peer = peer
         self.provider = provider
+        self.comparison = comparison
 
     # --- sharing and opening -------------------------------------------------------------
 
@@ -365,22 +374,38 @@ class Engine:
     # --- comparison -----------------------------------------------------------------------
 
     def nonneg_bit(self, x: torch.Tensor, ring: Ring) -> torch.Tensor:
-        """XOR shares (0/1 bytes) of [x >= 0], i.e. NOT msb(x)."""
+        """XOR shares (0/1 bytes) of [x >= 0], i.e. NOT msb(x): c = x + r is opened, and the
+        borrow of c - r on the low bits comes from the dealer's per-chunk tables of r,
+        combined by the engine's ``comparison``."""
         bits = ring.bits
-        levels = tree_levels(bits)
-        item = self.provider.get(Request(Kind.COMPARE, bits, tuple(x.shape)))
-        r, r_bits, less, equal, tree = item[0], item[1], item[2], item[3], item[4:]
+        fan_in = self.comparison == "fan_in"
+        req = Request(Kind.COMPARE, bits, tuple(x.shape), param=FAN_IN_PARAM if fan_in else TREE)
+        item = self.provider.get(req)
+        r, r_msb, less, equal, rest = item[0], item[1], item[2], item[3], item[4:]
         c = self.reveal(x + r)
-        # per chunk of CHUNK_BITS bits, [r > c] and [r == c] are entries of the dealer's
-        # tables at the public chunk of c: local. The tree combines the chunks (placed at bit
-        # CHUNK_BITS * j of a word): g (r larger so far), e (equal so far).
+        # per chunk, [r > c] and [r == c] are entries of the dealer's tables at c's chunk
         chunks = compare_chunks(bits)
         at = torch.arange(chunks, dtype=torch.int64) * CHUNK_BITS
         c_low = c.to(torch.int64) & ((1 << (bits - 1)) - 1)
         value = (c_low.unsqueeze(-1) >> at) & ((1 << CHUNK_BITS) - 1)
         index = (torch.arange(chunks, dtype=torch.int64) << CHUNK_BITS) + value
-        g = self._pick(less, index, at).to(ring.dtype)
-        e = self._pick(equal, index, at).to(ring.dtype)
+        g, e = self._pick(less, index), self._pick(equal, index)
+        if fan_in:
+            borrow = self._borrow_fan_in(g, e, bits, rest)
+        else:
+            borrow = self._borrow_tree((g << at).sum(-1), (e << at).sum(-1), ring, rest)
+        bit = r_msb ^ borrow
+        if self.index == 0:
+            bit = bit ^ ((c >> (bits - 1)) & 1).to(torch.uint8) ^ 1
+        return bit
+
+    def _borrow_tree(
+        self, g: torch.Tensor, e: torch.Tensor, ring: Ring, tree: list[torch.Tensor]
+    ) -> torch.Tensor:
+        """The chunks' (g, e), chunk j at bit CHUNK_BITS * j of a word, combined two per
+        level: g (r larger so far), e (equal so far)."""
+        g, e = g.to(ring.dtype), e.to(ring.dtype)
+        levels = tree_levels(ring.bits)
         shift = CHUNK_BITS
         for level in range(levels):
             if level == levels - 1:
@@ -393,19 +418,31 @@ class Engine:
                 g = g ^ self._and_share(d_e, d_1, a, b1, ab1)
                 e = self._and_share(d_e, d_2, a, b2, ab2)
             shift *= 2
-        borrow = (g >> (CHUNK_BITS * (chunks - 1))) & 1
-        bit = ((r_bits >> (bits - 1)) & 1) ^ borrow
-        if self.index == 0:
-            bit = bit ^ ((c >> (bits - 1)) & 1) ^ 1
-        return bit.to(torch.uint8)
+        return ((g >> (CHUNK_BITS * (compare_chunks(ring.bits) - 1))) & 1).to(torch.uint8)
+
+    def _borrow_fan_in(
+        self, g: torch.Tensor, e: torch.Tensor, bits: int, material: list[torch.Tensor]
+    ) -> torch.Tensor:
+        """The chunks' (g, e) (..., chunks), packed 64 elements to a word and combined a level
+        per round."""
+        shape, chunks = g.shape[:-1], g.shape[-1]
+        g_words = comparison.pack(g.reshape(-1, chunks).t())
+        e_words = comparison.pack(e.reshape(-1, chunks).t())
+        for level, masks, products in zip(
+            comparison.levels(bits), material[0::2], material[1::2], strict=True
+        ):
+            (opened,) = self.open_xor(comparison.factors(level, g_words, e_words) ^ masks)
+            g_words, e_words = comparison.combine(level, opened, products, self.index == 0)
+        count = 1
+        for d in shape:
+            count *= d
+        return comparison.unpack(g_words.view(-1), count).view(shape)
 
     @staticmethod
-    def _pick(table: torch.Tensor, index: torch.Tensor, at: torch.Tensor) -> torch.Tensor:
-        """XOR shares of bit ``index`` of the packed tables (one per chunk), each placed at
-        bit ``at`` of a word."""
+    def _pick(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+        """XOR shares of bit ``index`` of the packed tables, one per chunk."""
         word = torch.gather(table, -1, index >> 6)
-        bit = (word >> (index & 63)) & 1
-        return (bit << at).sum(-1)
+        return (word >> (index & 63)) & 1
 
     def _and_share(
         self,

@@ -38,6 +38,13 @@ class MpcMixedConfig(AlgorithmConfig):
     ring32_frac: int = Field(
         default=12, ge=8, le=14, description="Fixed-point fractional bits in Z_2^32"
     )
+    comparison: Literal["tree", "fan_in"] = Field(
+        default="tree",
+        description=(
+            "tree: a comparison combines two chunks per round on XOR-shared ring words; "
+            "fan_in: one round for Z_2^32's chunks, two for Z_2^64's, a few bits per element"
+        ),
+    )
     ring64_frac: int = Field(
         default=20, ge=14, le=24, description="Fixed-point fractional bits in Z_2^64"
     )

@@ -1,6 +1,7 @@
 """Online bytes and rounds of one training step, by where in the model each opening happens.
 
-``python -m tessera_ml.algorithms.mpc_mixed.traffic [--hidden 64] [--batch 64]`` runs one step
+``python -m tessera_ml.algorithms.mpc_mixed.traffic [--hidden 64] [--batch 64]
+[--comparison tree|fan_in]`` runs one step
 of the digits MLP with batch norm on two in-process parties, in every mode, and prints what
 compute party 0 sends, grouped by the model-level function and the protocol that opened it.
 """
@@ -49,7 +50,7 @@ class _Counting:
         self.rounds[site] += 1
 
 
-def one_step(mode: str, hidden: int, batch: int) -> _Counting:
+def one_step(mode: str, hidden: int, batch: int, comparison: str = "tree") -> _Counting:
     prec = Precision.of(mode, 12, 20)
     x = data.features("sklearn:digits").train[:batch]
     labels, classes = data.labels("sklearn:digits")
@@ -61,7 +62,7 @@ def one_step(mode: str, hidden: int, batch: int) -> _Counting:
         model = SharedMlp.from_plain(eng, params, prec.backward, True)
         train_step(eng, prec, model, xf[i], xb[i], yb[i], 0.5)
 
-    e0, e1 = engines(0)
+    e0, e1 = engines(0, comparison=comparison)
     counting = _Counting(e0.peer)
     run_pair(party, (e0, 0), (e1, 1))
     return counting
@@ -71,9 +72,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--comparison", choices=["tree", "fan_in"], default="tree")
     args = parser.parse_args()
     for mode in MODES:
-        counting = one_step(mode, args.hidden, args.batch)
+        counting = one_step(mode, args.hidden, args.batch, args.comparison)
         total = sum(counting.bytes.values())
         print(f"{mode}: {total:,} bytes, {sum(counting.rounds.values())} rounds")
         for site, sent in counting.bytes.most_common():

@@ -251,7 +251,7 @@ def _compute(ctx: RankContext, roles: Roles) -> dict[str, Any]:
     index = roles.compute.index(ctx.rank)
     peer = CommPeer(comm=ctx.comm, other=roles.compute[1 - index])
     provider = _provider(ctx, roles, index)
-    eng = Engine(index, peer, provider)
+    eng = Engine(index, peer, provider, cfg.comparison)
     inputs = _receive_inputs(ctx, roles, prec)
     plain = initial_params(cfg, inputs.x_train.shape[1], inputs.classes)
     model = SharedMlp.from_plain(eng, plain, prec.backward, cfg.batch_norm, cfg.seed)
