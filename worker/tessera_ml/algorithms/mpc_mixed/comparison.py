@@ -25,6 +25,8 @@ from dataclasses import dataclass
 
 import torch
 
+from tessera_ml.algorithms.mpc_mixed.ring import Ring
+
 CHUNK_BITS = 4
 """The dealer's tables cover this many bits of r at a time."""
 
@@ -171,10 +173,7 @@ def level_material(level: Level, words: int, gen: torch.Generator) -> list[torch
     """The dealer's values for one level: the factors' masks and the AND of every family
     subset of them (the empty one left out), packed."""
     p = plan(level.fan_in, level.need_e)
-    low, high = -(2**63), 2**63 - 1
-    shape = (level.groups, len(p.rows), words)
-    masks = torch.randint(low, high, shape, dtype=torch.int64, generator=gen)
-    masks ^= torch.randint(0, 2, shape, dtype=torch.int64, generator=gen)  # cover high - 1 too
+    masks = Ring(64, 0).random((level.groups, len(p.rows), words), gen)
     return [masks, _ands(masks, p)[:, 1:]]
 
 

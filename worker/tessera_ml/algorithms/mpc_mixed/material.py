@@ -7,6 +7,7 @@ is additive in the ring; of a binary tensor (packed bits, or a 0/1 byte) it is a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -144,7 +145,7 @@ def layout(req: Request) -> list[Slot]:
         slots = [Slot(s, dt, False), Slot(s, torch.uint8, True), table, table]
         if req.param != FAN_IN_PARAM:
             return slots + [Slot(s, dt, True)] * (5 * (tree_levels(req.bits) - 1) + 3)
-        words = comparison.words_for(_count(s))
+        words = comparison.words_for(math.prod(s))
         for level in comparison.levels(req.bits):
             shapes = comparison.level_shapes(level, words)
             slots += [Slot(shape, torch.int64, True) for shape in shapes]
@@ -206,7 +207,7 @@ def secrets(req: Request, gen: torch.Generator) -> list[torch.Tensor]:
         less, equal = _chunk_tables(r.to(torch.int64) & ((1 << (req.bits - 1)) - 1), req.bits)
         out = [r, ring.msb(r).to(torch.uint8), less, equal]
         if req.param == FAN_IN_PARAM:
-            words = comparison.words_for(_count(s))
+            words = comparison.words_for(math.prod(s))
             for fan_in_level in comparison.levels(req.bits):
                 out += comparison.level_material(fan_in_level, words, gen)
             return out
@@ -257,22 +258,11 @@ def _chunk_tables(r_low: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.T
     shifts = torch.arange(chunks, dtype=torch.int64) * CHUNK_BITS
     values = ((r_low.unsqueeze(-1) >> shifts) & (size - 1)).unsqueeze(-1)
     entries = torch.arange(size, dtype=torch.int64)
-    return _pack_bits(values > entries, bits), _pack_bits(values == entries, bits)
 
+    def packed(table: torch.Tensor) -> torch.Tensor:
+        return comparison.pack(table.flatten(-2).to(torch.int64))
 
-def _pack_bits(table: torch.Tensor, bits: int) -> torch.Tensor:
-    flat = table.flatten(-2).to(torch.int64)
-    words = table_words(bits)
-    flat = torch.nn.functional.pad(flat, (0, words * 64 - flat.shape[-1]))
-    weights = torch.ones(64, dtype=torch.int64) << torch.arange(64, dtype=torch.int64)
-    return (flat.unflatten(-1, (words, 64)) * weights).sum(-1)
-
-
-def _count(shape: tuple[int, ...]) -> int:
-    n = 1
-    for d in shape:
-        n *= d
-    return n
+    return packed(values > entries), packed(values == entries)
 
 
 def _extension_slots(shape: tuple[int, ...]) -> list[Slot]:

@@ -10,6 +10,7 @@ so these protocols need |x| < 2^(l-2).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -433,10 +434,7 @@ class Engine:
         ):
             (opened,) = self.open_xor(comparison.factors(level, g_words, e_words) ^ masks)
             g_words, e_words = comparison.combine(level, opened, products, self.index == 0)
-        count = 1
-        for d in shape:
-            count *= d
-        return comparison.unpack(g_words.view(-1), count).view(shape)
+        return comparison.unpack(g_words.view(-1), math.prod(shape)).view(shape)
 
     @staticmethod
     def _pick(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
