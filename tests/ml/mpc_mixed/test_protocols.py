@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from tessera_ml.algorithms.mpc_mixed.comparison import levels
 from tessera_ml.algorithms.mpc_mixed.local import run_two
 from tessera_ml.algorithms.mpc_mixed.model import SharedMlp
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
@@ -136,8 +137,6 @@ def test_fan_in_comparison_packs_any_shape(shape: tuple[int, ...]) -> None:
 
 @pytest.mark.parametrize("ring", RINGS, ids=["r32", "r64"])
 def test_fan_in_comparison_takes_a_round_per_level(ring: Ring) -> None:
-    from tessera_ml.algorithms.mpc_mixed.comparison import levels
-
     def fn(eng: Engine, v: torch.Tensor) -> torch.Tensor:
         before = eng.peer.stats.rounds
         bit = eng.nonneg_bit(v, ring)
