@@ -32,6 +32,7 @@ def test_training_job_with_every_role_reveals_the_model_to_the_named_party(
     assert "model" not in by_role["labels"].result and "model" not in by_role["features"].result
     assert "model" not in by_role["dealer"].result
     assert all(o.result["steps"] == 3 for o in compute)
+    assert all(o.result["link"] == "direct" for o in compute)
     # party 0 derives its material from a seed; only party 1 receives dealer traffic
     assert compute[0].result["offline_bytes"] == 0 < compute[1].result["offline_bytes"]
     assert compute[0].result["online_bytes"] == compute[1].result["online_bytes"] > 0

@@ -63,3 +63,6 @@ def test_config_validates_precisions() -> None:
     with pytest.raises(ValidationError, match="comparison"):
         MpcMixedConfig(comparison="ripple")  # type: ignore[arg-type]
     assert MpcMixedConfig().comparison == "tree"
+    with pytest.raises(ValidationError, match="link"):
+        MpcMixedConfig(link="carrier-pigeon")  # type: ignore[arg-type]
+    assert MpcMixedConfig().link == "direct"

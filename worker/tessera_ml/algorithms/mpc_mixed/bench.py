@@ -63,6 +63,7 @@ def _config(args: BenchArgs, mode: str) -> dict[str, Any]:
         "dataset": extra.get("dataset", "digits"),
         "seed": int(extra.get("seed", 0)),
         "comparison": extra.get("comparison", "tree"),
+        "link": extra.get("link", "direct"),
         "log_every": 1000,
         "eval_every_epochs": 1000,
     }

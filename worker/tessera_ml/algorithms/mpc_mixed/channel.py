@@ -1,14 +1,18 @@
 """The link between the two compute parties: one ``exchange`` per protocol round.
 
 Every online round is symmetric: each party sends its share of a masked value and receives the
-other party's. ``CommPeer`` runs over the job's communicator (p2p send/recv); ``LocalPeer`` pairs
-run two parties as threads of one process, which keeps the protocol tests fast. Both count bytes
-and rounds, and can record every message received (for the leakage test).
+other party's. ``DirectPeer`` runs over a TCP link of their own (see ``link``), ``CommPeer``
+over the job's communicator (p2p send/recv); ``LocalPeer`` pairs run two parties as threads of
+one process, which keeps the protocol tests fast. All count bytes and rounds, and can record
+every message received (for the leakage test).
 """
 
 from __future__ import annotations
 
 import queue
+import select
+import socket
+import struct
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -17,6 +21,8 @@ from dataclasses import dataclass, field
 import torch
 
 from tessera_ml.comm.base import Communicator
+
+_HEADER = struct.Struct("<q")
 
 
 @dataclass
@@ -52,6 +58,9 @@ class Peer(ABC):
             self.record.extend(t.clone() for t in theirs)
         return theirs
 
+    def close(self) -> None:  # noqa: B027 - only a socket needs closing
+        """Release the link."""
+
     def barrier(self) -> None:
         """Wait until the other party gets here too: one byte each way, not a protocol round and
         not counted. A step's online phase starts after it, when both parties hold the material."""
@@ -76,6 +85,67 @@ class CommPeer(Peer):
         self.comm.recv(out, self.other)
         send.wait()
         return _unpack(out, mine)
+
+
+@dataclass
+class DirectPeer(Peer):
+    """The other compute party over a connected TCP socket (``link.open_link`` makes it): the
+    party's own thread writes and reads without blocking and ``poll``s while neither can
+    proceed; each message carries its length, so parties out of step are caught."""
+
+    sock: socket.socket | None = None
+    timeout_s: float = 120.0
+
+    def __post_init__(self) -> None:
+        assert self.sock is not None
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.setblocking(False)
+        self._poll = select.poll()
+        self._poll.register(self.sock, select.POLLIN)
+
+    def _swap(self, mine: list[torch.Tensor]) -> list[torch.Tensor]:
+        assert self.sock is not None
+        flat = _pack(mine)
+        size = flat.numel()
+        out = memoryview(_HEADER.pack(size) + flat.numpy().tobytes())
+        raw = torch.empty(_HEADER.size + size, dtype=torch.uint8)
+        into = memoryview(raw.numpy()).cast("B")  # type: ignore[arg-type]
+        total = len(out)
+        sent = got = 0
+        while sent < total or got < total:
+            moved = False
+            if sent < total:
+                try:
+                    n = self.sock.send(out[sent:])
+                    sent, moved = sent + n, n > 0
+                except BlockingIOError:
+                    pass
+            if got < total:
+                try:
+                    n = self.sock.recv_into(into[got:])
+                except BlockingIOError:
+                    n = -1
+                if n == 0:
+                    raise ConnectionError("the other compute party closed the link")
+                if n > 0:
+                    got, moved = got + n, True
+            if not moved:
+                self._wait(sent < total, got < total)
+        if _HEADER.unpack_from(into)[0] != size:
+            raise RuntimeError("compute parties are out of step")
+        return _unpack(raw[_HEADER.size :], mine)
+
+    def _wait(self, writing: bool, reading: bool) -> None:
+        assert self.sock is not None
+        events = (select.POLLIN if reading else 0) | (select.POLLOUT if writing else 0)
+        self._poll.modify(self.sock, events)
+        if not self._poll.poll(self.timeout_s * 1000):
+            raise TimeoutError(f"the other compute party sent nothing for {self.timeout_s:.0f} s")
+
+    def close(self) -> None:
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
 
 
 @dataclass

@@ -45,6 +45,14 @@ class MpcMixedConfig(AlgorithmConfig):
             "fan_in: one round for Z_2^32's chunks, two for Z_2^64's, a few bits per element"
         ),
     )
+    link: Literal["direct", "communicator"] = Field(
+        default="direct",
+        description=(
+            "How the compute parties exchange each round: direct, a TCP connection of their own "
+            "(falls back to the communicator if it cannot be made); communicator, the job's gloo "
+            "or NCCL point-to-point messages"
+        ),
+    )
     ring64_frac: int = Field(
         default=20, ge=14, le=24, description="Fixed-point fractional bits in Z_2^64"
     )

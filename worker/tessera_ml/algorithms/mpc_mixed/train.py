@@ -8,6 +8,7 @@ set: it owns the labels the loss and accuracy are measured against, and reports 
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from collections.abc import Callable
@@ -17,7 +18,7 @@ from typing import Any
 import torch
 
 from tessera_ml.algorithms.mpc_mixed import data
-from tessera_ml.algorithms.mpc_mixed.channel import CommPeer
+from tessera_ml.algorithms.mpc_mixed.channel import Peer
 from tessera_ml.algorithms.mpc_mixed.dealer import (
     FetchingProvider,
     Provider,
@@ -25,6 +26,7 @@ from tessera_ml.algorithms.mpc_mixed.dealer import (
     receive_seed,
     serve,
 )
+from tessera_ml.algorithms.mpc_mixed.link import open_link
 from tessera_ml.algorithms.mpc_mixed.model import SharedMlp, forward, init_params, train_step
 from tessera_ml.algorithms.mpc_mixed.model_cnn import SIDE, cnn_forward, cnn_train_step, init_cnn
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
@@ -249,7 +251,30 @@ def _compute(ctx: RankContext, roles: Roles) -> dict[str, Any]:
     cfg = _config(ctx)
     prec = _precision(cfg)
     index = roles.compute.index(ctx.rank)
-    peer = CommPeer(comm=ctx.comm, other=roles.compute[1 - index])
+    peer, fell_back = open_link(
+        ctx.comm, index, roles.compute[1 - index], cfg.link, os.environ.get("GLOO_SOCKET_IFNAME")
+    )
+    if fell_back is not None:
+        ctx.reporter.log(
+            f"direct link to the other compute party failed ({fell_back}); "
+            "rounds go over the communicator",
+            level="warning",
+        )
+    try:
+        return _train(ctx, roles, cfg, prec, index, peer, "communicator" if fell_back else cfg.link)
+    finally:
+        peer.close()
+
+
+def _train(
+    ctx: RankContext,
+    roles: Roles,
+    cfg: MpcMixedConfig,
+    prec: Precision,
+    index: int,
+    peer: Peer,
+    link: str,
+) -> dict[str, Any]:
     provider = _provider(ctx, roles, index)
     eng = Engine(index, peer, provider, cfg.comparison)
     inputs = _receive_inputs(ctx, roles, prec)
@@ -284,6 +309,7 @@ def _compute(ctx: RankContext, roles: Roles) -> dict[str, Any]:
     revealed = _reveal_model(ctx, roles, index, model, prec)
     provider.close()
     result = _summary(steps, cfg)
+    result["link"] = link
     if revealed is not None:
         result["model"] = revealed
     return result

@@ -1,0 +1,110 @@
+"""The compute parties' direct link, on real gloo worlds of two ranks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from tessera_ml.algorithms.mpc_mixed.channel import CommPeer, DirectPeer
+from tessera_ml.algorithms.mpc_mixed.link import local_address, open_link
+from tessera_ml.comm.base import Communicator
+from tessera_ml.testing import run_world
+
+
+def _messages(rank: int) -> list[list[torch.Tensor]]:
+    """Each round's tensors from ``rank``: mixed dtypes and shapes, and one round of 16 MB
+    each way, more than the sockets buffer, so both parties send while the other does too."""
+    gen = torch.Generator().manual_seed(rank)
+    return [
+        [torch.randint(-(2**62), 2**62, (3, 5), generator=gen)],
+        [
+            torch.randint(-(2**31), 2**31 - 1, (64, 64), generator=gen, dtype=torch.int32),
+            torch.randint(0, 2, (7,), generator=gen, dtype=torch.uint8),
+            torch.zeros(0, dtype=torch.int64),
+        ],
+        [torch.randint(-(2**62), 2**62, (2_000_000,), generator=gen)],
+    ]
+
+
+def _swap_all(comm: Communicator, link: str) -> dict[str, Any]:
+    peer, fell_back = open_link(comm, comm.rank, 1 - comm.rank, link)
+    try:
+        received = [peer.exchange(*tensors) for tensors in _messages(comm.rank)]
+        peer.barrier()
+        expected = _messages(1 - comm.rank)
+        return {
+            "kind": type(peer).__name__,
+            "fell_back": fell_back,
+            "dtypes": [[t.dtype for t in r] for r in received],
+            "equal": [
+                [torch.equal(g, e) for g, e in zip(got, sent, strict=True)]
+                for got, sent in zip(received, expected, strict=True)
+            ],
+            "stats": peer.stats.snapshot(),
+        }
+    finally:
+        peer.close()
+
+
+@pytest.mark.parametrize("link", ["direct", "communicator"])
+def test_each_party_receives_exactly_what_the_other_sent(link: str) -> None:
+    out = run_world(_swap_all, 2, link)
+    assert [o["kind"] for o in out] == (
+        [DirectPeer.__name__] * 2 if link == "direct" else [CommPeer.__name__] * 2
+    )
+    for rank in (0, 1):
+        assert out[rank]["fell_back"] is None
+        assert out[rank]["dtypes"] == [[t.dtype for t in r] for r in _messages(1 - rank)]
+        assert out[rank]["equal"] == [[True], [True, True, True], [True]]
+    # three rounds; the barrier is not one
+    assert out[0]["stats"] == out[1]["stats"]
+    assert out[0]["stats"][1] == 3
+
+
+def _out_of_step(comm: Communicator) -> str:
+    peer, _ = open_link(comm, comm.rank, 1 - comm.rank, "direct")
+    try:
+        peer.exchange(torch.zeros(4 if comm.rank == 0 else 5, dtype=torch.int64))
+    except (RuntimeError, ConnectionError) as exc:
+        return str(exc)
+    finally:
+        peer.close()
+    return "no error"
+
+
+def test_parties_out_of_step_are_told_so_instead_of_hanging() -> None:
+    errors = run_world(_out_of_step, 2, timeout_s=60)
+    # the party expecting fewer bytes sees the other's length; the other sees the link close
+    assert "compute parties are out of step" in errors
+    assert all(e != "no error" for e in errors)
+
+
+def _unreachable(comm: Communicator) -> dict[str, Any]:
+    # party 0 listens on an interface that does not exist: both fall back, with the reason
+    peer, fell_back = open_link(comm, comm.rank, 1 - comm.rank, "direct", interface="nosuch0")
+    try:
+        (theirs,) = peer.exchange(torch.tensor([comm.rank]))
+        return {"kind": type(peer).__name__, "fell_back": fell_back, "theirs": int(theirs)}
+    finally:
+        peer.close()
+
+
+def test_without_a_direct_link_both_parties_fall_back_to_the_communicator() -> None:
+    out = run_world(_unreachable, 2, timeout_s=60)
+    assert [o["kind"] for o in out] == [CommPeer.__name__] * 2
+    assert "nosuch0" in out[0]["fell_back"]
+    assert "cannot listen" in out[1]["fell_back"]
+    assert [o["theirs"] for o in out] == [1, 0]
+
+
+def test_local_address_names_the_interface_or_refuses() -> None:
+    assert local_address("lo") == "127.0.0.1"
+    with pytest.raises(OSError, match="nosuch0"):
+        local_address("nosuch0")
+
+
+def test_an_unknown_link_is_refused() -> None:
+    with pytest.raises(ValueError, match="link is one of direct, communicator"):
+        open_link(None, 0, 1, "carrier-pigeon")  # type: ignore[arg-type]

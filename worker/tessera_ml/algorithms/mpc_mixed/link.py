@@ -1,0 +1,125 @@
+"""A direct TCP link between the two compute parties for the online phase.
+
+Every online round is one symmetric exchange, so the round's latency is the protocol's cost
+floor. Over the job's gloo communicator a received message passes through gloo's network
+thread, which then wakes the waiting rank: two thread wake-ups per round. On a machine where
+the parties share cores, each wake-up can cost hundreds of microseconds, more than the
+round's computation. Over this link the party's own thread sends and receives (non-blocking
+writes and reads, ``poll`` while neither can proceed), which leaves one wake-up at most.
+
+What crosses the link is what would cross the communicator: masked shares, uniform to the
+receiver. Party 0 listens on the address gloo would use (``GLOO_SOCKET_IFNAME``'s, else the
+host name's) and sends it to party 1 over the communicator; if party 1 cannot connect, both
+fall back to the communicator and say so.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import socket
+import struct
+from typing import Any
+
+import torch
+
+from tessera_ml.algorithms.mpc_mixed.channel import CommPeer, DirectPeer, Peer
+from tessera_ml.comm.base import Communicator
+
+LINKS = ("direct", "communicator")
+CONNECT_TIMEOUT_S = 20.0
+_SIOCGIFADDR = 0x8915
+
+
+def local_address(interface: str | None) -> str:
+    """The IPv4 address gloo's device would bind: ``interface``'s, else the host name's."""
+    if interface:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            request = struct.pack("256s", interface.encode()[:15])
+            try:
+                reply = fcntl.ioctl(s.fileno(), _SIOCGIFADDR, request)
+            except OSError as exc:
+                raise OSError(f"interface {interface!r} has no IPv4 address") from exc
+            return socket.inet_ntoa(reply[20:24])
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+
+
+def open_link(
+    comm: Communicator,
+    index: int,
+    other: int,
+    link: str,
+    interface: str | None = None,
+    connect_timeout_s: float = CONNECT_TIMEOUT_S,
+    **peer_args: Any,
+) -> tuple[Peer, str | None]:
+    """This compute party's peer over ``link`` ("direct" or "communicator"), and why it fell
+    back to the communicator when the direct link could not be made (None otherwise). Both
+    parties call this at the same point of the protocol."""
+    if link not in LINKS:
+        raise ValueError(f"link is one of {', '.join(LINKS)}, not {link!r}")
+    if link == "communicator":
+        return CommPeer(comm=comm, other=other, **peer_args), None
+    if index == 0:
+        sock, reason = _accept(comm, other, interface, connect_timeout_s)
+    else:
+        sock, reason = _connect(comm, other, connect_timeout_s)
+    if sock is None:
+        return CommPeer(comm=comm, other=other, **peer_args), reason
+    return DirectPeer(sock=sock, **peer_args), None
+
+
+def _accept(
+    comm: Communicator, other: int, interface: str | None, timeout_s: float
+) -> tuple[socket.socket | None, str | None]:
+    """Party 0: listen, tell party 1 where, and take its connection if it made one."""
+    try:
+        host = local_address(interface)
+        listener = socket.create_server((host, 0), backlog=1)
+    except OSError as exc:
+        comm.send(torch.tensor([0, 0], dtype=torch.int64), other)
+        _exchange_status(comm, other, ok=False)
+        return None, f"cannot listen: {exc}"
+    with listener:
+        address = struct.unpack("!I", socket.inet_aton(host))[0]
+        comm.send(torch.tensor([address, listener.getsockname()[1]], dtype=torch.int64), other)
+        connected, reason = _exchange_status(comm, other, ok=True)
+        if not connected:
+            return None, reason
+        listener.settimeout(timeout_s)
+        sock, _ = listener.accept()
+        return sock, None
+
+
+def _connect(
+    comm: Communicator, other: int, timeout_s: float
+) -> tuple[socket.socket | None, str | None]:
+    """Party 1: connect to where party 0 listens."""
+    where = torch.empty(2, dtype=torch.int64)
+    comm.recv(where, other)
+    address, port = int(where[0]), int(where[1])
+    if port == 0:
+        _exchange_status(comm, other, ok=False)
+        return None, "the other compute party cannot listen"
+    host = socket.inet_ntoa(struct.pack("!I", address))
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout_s)
+    except OSError as exc:
+        _exchange_status(comm, other, ok=False)
+        return None, f"cannot connect to {host}:{port}: {exc}"
+    _exchange_status(comm, other, ok=True)
+    return sock, None
+
+
+def _exchange_status(comm: Communicator, other: int, ok: bool) -> tuple[bool, str | None]:
+    """Both parties learn whether both sides succeeded."""
+    mine = torch.tensor([int(ok)], dtype=torch.int64)
+    theirs = torch.empty(1, dtype=torch.int64)
+    work = comm.isend(mine, other)
+    comm.recv(theirs, other)
+    work.wait()
+    if ok and int(theirs[0]) == 1:
+        return True, None
+    return False, None if not ok else "the other compute party could not connect"
