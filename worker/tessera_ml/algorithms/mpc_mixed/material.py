@@ -121,10 +121,10 @@ def layout(req: Request) -> list[Slot]:
         shapes = [s, o, (s[0], o[-1]), (o[-1], s[0]), (o[0], s[0])]
         return [Slot(shape, dt, False) for shape in shapes]
     if req.kind == Kind.WIDE_MUL:
-        mask = _extension_slots(s)
         if req.param == 1:
-            return [*mask, Slot(s, torch.int64, False), Slot(s, torch.int64, False)]
-        return [*mask, *mask] + [Slot(s, torch.int64, False)] * 3
+            return [*_extension_slots(s), Slot(s, torch.int64, False), Slot(s, torch.int64, False)]
+        pair = _extension_slots((2, *s))
+        return [*pair, Slot(s, torch.int64, False), Slot((2, *s), torch.int64, False)]
     if req.kind == Kind.WIDE_MATMUL:
         n, k, j = s[0], s[1], req.other[-1]
         mask = _extension_slots(s)
@@ -182,12 +182,12 @@ def secrets(req: Request, gen: torch.Generator) -> list[torch.Tensor]:
         return [a, b, a @ b, d, b @ d]
     if req.kind == Kind.WIDE_MUL:
         # r in Z_2^32, r as an unsigned integer and msb(r), in Z_2^64
-        r_x, big_x, m_x = _extension_mask(s, gen)
         if req.param == 1:
+            r_x, big_x, m_x = _extension_mask(s, gen)
             return [r_x, big_x, m_x, big_x * big_x, big_x * m_x]
-        r_y, big_y, m_y = _extension_mask(s, gen)
-        products = [big_x * big_y, big_x * m_y, m_x * big_y]
-        return [r_x, big_x, m_x, r_y, big_y, m_y, *products]
+        # x's and y's masks stacked; R_x R_y, and (R_x m_y, R_y m_x)
+        r, big, m = _extension_mask((2, *s), gen)
+        return [r, big, m, big[0] * big[1], big * m.flip(0)]
     if req.kind == Kind.WIDE_MATMUL:
         r, big, m = _extension_mask(s, gen)
         b = Ring(64, 0).random(req.other, gen)

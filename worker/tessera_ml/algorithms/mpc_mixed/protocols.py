@@ -324,14 +324,14 @@ class Engine:
             p, w = _public_parts(c)
             z = big_big - 2 * p * big + ((w * (p * m - big_m)) << 33)
             return self.add_public(z, p * p)
-        r_x, big_x, m_x, r_y, big_y, m_y, xy, x_my, mx_y = item
-        c_x, c_y = self.open(self.add_public(x, 1 << 30) + r_x, self.add_public(y, 1 << 30) + r_y)
-        p_x, w_x = _public_parts(c_x)
-        p_y, w_y = _public_parts(c_y)
-        z = xy - p_x * big_y - p_y * big_x
-        # the term in m_x * m_y carries 2^64
-        z = z + ((p_x * w_y * m_y + p_y * w_x * m_x - w_y * x_my - w_x * mx_y) << 32)
-        return self.add_public(z, p_x * p_y)
+        # x and y side by side: index 0 is x, 1 is y, and flip(0) pairs each with the other
+        r, big, m, xy, cross = item
+        (c,) = self.open(self.add_public(torch.stack([x, y]), 1 << 30) + r)
+        p, w = _public_parts(c)
+        other_p = p.flip(0)
+        # P_x R_y + P_y R_x, and the terms carrying 2^32 (the one in m_x m_y carries 2^64)
+        terms = ((other_p * w * m - w.flip(0) * cross) << 32) - other_p * big
+        return self.add_public(xy + ring_sum(terms, 0), p.prod(0))
 
     def wide_matmul(self, x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """x @ w for x in Z_2^32 (|x| < 2^30) and w in Z_2^64, exact in Z_2^64, and x extended
