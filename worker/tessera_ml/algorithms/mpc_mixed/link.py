@@ -3,8 +3,8 @@
 Every online round is one symmetric exchange, so the round's latency is the protocol's cost
 floor. Over the job's gloo communicator a received message passes through gloo's network
 thread, which then wakes the waiting rank: two thread wake-ups per round. On a machine where
-the parties share cores, each wake-up can cost hundreds of microseconds, more than the
-round's computation. Over this link the party's own thread sends and receives (non-blocking
+the parties share cores, those wake-ups can take longer than the round's computation (see the
+README's measurements). Over this link the party's own thread sends and receives (non-blocking
 writes and reads, ``poll`` while neither can proceed), which leaves one wake-up at most.
 
 What crosses the link is what would cross the communicator: masked shares, uniform to the
