@@ -23,6 +23,7 @@ import torch
 from tessera_ml.comm.base import Communicator
 
 _HEADER = struct.Struct("<q")
+SOCKET_BUFFER = 4 << 20
 
 
 @dataclass
@@ -99,6 +100,8 @@ class DirectPeer(Peer):
     def __post_init__(self) -> None:
         assert self.sock is not None
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+            self.sock.setsockopt(socket.SOL_SOCKET, option, SOCKET_BUFFER)
         self.sock.setblocking(False)
         self._poll = select.poll()
         self._poll.register(self.sock, select.POLLIN)
