@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import pytest
 import torch
 
 from tessera_ml.algorithms.mpc_mixed.channel import CommPeer, DirectPeer
-from tessera_ml.algorithms.mpc_mixed.link import local_address, open_link
+from tessera_ml.algorithms.mpc_mixed.link import (
+    TOKEN_BYTES,
+    dial,
+    local_address,
+    open_link,
+    receive_endpoint,
+)
 from tessera_ml.comm.base import Communicator
 from tessera_ml.testing import run_world
 
@@ -97,6 +104,46 @@ def test_without_a_direct_link_both_parties_fall_back_to_the_communicator() -> N
     assert "nosuch0" in out[0]["fell_back"]
     assert "cannot listen" in out[1]["fell_back"]
     assert [o["theirs"] for o in out] == [1, 0]
+
+
+def _stranger_first(comm: Communicator) -> dict[str, Any]:
+    """Rank 1 lets two strangers connect before it: one presents a wrong token, one nothing and
+    hangs up; then it dials with the right token and reports as ``open_link`` would."""
+    if comm.rank == 0:
+        peer, fell_back = open_link(comm, 0, 1, "direct")
+    else:
+        endpoint = receive_endpoint(comm, 0)
+        assert endpoint is not None
+        host, port, token = endpoint
+        wrong = dial(host, port, bytes(TOKEN_BYTES), 5.0)
+        silent = socket.create_connection((host, port), timeout=5.0)
+        silent.close()
+        sock = dial(host, port, token, 5.0)
+        status = torch.tensor([1])
+        work = comm.isend(status, 0)
+        comm.recv(torch.empty(1, dtype=torch.int64), 0)
+        work.wait()
+        peer, fell_back = DirectPeer(sock=sock), None
+    try:
+        out: dict[str, Any] = {"kind": type(peer).__name__, "fell_back": fell_back}
+        (theirs,) = peer.exchange(torch.tensor([10 + comm.rank]))
+        out["theirs"] = int(theirs)
+        if comm.rank == 1:
+            # party 0 closed the stranger's connection
+            wrong.settimeout(5.0)
+            out["stranger_read"] = wrong.recv(1)
+            wrong.close()
+        return out
+    finally:
+        peer.close()
+
+
+def test_a_connection_without_the_token_is_closed_and_the_party_still_connects() -> None:
+    out = run_world(_stranger_first, 2, timeout_s=60)
+    assert [o["kind"] for o in out] == [DirectPeer.__name__] * 2
+    assert [o["fell_back"] for o in out] == [None, None]
+    assert [o["theirs"] for o in out] == [11, 10]
+    assert out[1]["stranger_read"] == b""
 
 
 def test_local_address_names_the_interface_or_refuses() -> None:

@@ -9,15 +9,20 @@ writes and reads, ``poll`` while neither can proceed), which leaves one wake-up 
 
 What crosses the link is what would cross the communicator: masked shares, uniform to the
 receiver. Party 0 listens on the address gloo would use (``GLOO_SOCKET_IFNAME``'s, else the
-host name's) and sends it to party 1 over the communicator; if party 1 cannot connect, both
-fall back to the communicator and say so.
+host name's) and sends it to party 1 over the communicator, with a random token that party 1
+presents first on the connection: a connection without it is closed, so no other process can
+take party 1's place. If party 1 cannot connect, both fall back to the communicator and say
+so.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hmac
+import os
 import socket
 import struct
+import time
 from typing import Any
 
 import torch
@@ -27,6 +32,7 @@ from tessera_ml.comm.base import Communicator
 
 LINKS = ("direct", "communicator")
 CONNECT_TIMEOUT_S = 20.0
+TOKEN_BYTES = 16
 _SIOCGIFADDR = 0x8915
 
 
@@ -74,38 +80,88 @@ def open_link(
 def _accept(
     comm: Communicator, other: int, interface: str | None, timeout_s: float
 ) -> tuple[socket.socket | None, str | None]:
-    """Party 0: listen, tell party 1 where, and take its connection if it made one."""
+    """Party 0: listen, tell party 1 where and the token to present, and take the connection
+    that presents it."""
+    token = os.urandom(TOKEN_BYTES)
     try:
         host = local_address(interface)
-        listener = socket.create_server((host, 0), backlog=1)
+        listener = socket.create_server((host, 0), backlog=8)
     except OSError as exc:
-        comm.send(torch.tensor([0, 0], dtype=torch.int64), other)
+        comm.send(torch.zeros(2 + TOKEN_BYTES // 8, dtype=torch.int64), other)
         _exchange_status(comm, other, ok=False)
         return None, f"cannot listen: {exc}"
     with listener:
         address = struct.unpack("!I", socket.inet_aton(host))[0]
-        comm.send(torch.tensor([address, listener.getsockname()[1]], dtype=torch.int64), other)
+        words = struct.unpack(f"<{TOKEN_BYTES // 8}q", token)
+        endpoint = [address, listener.getsockname()[1], *words]
+        comm.send(torch.tensor(endpoint, dtype=torch.int64), other)
         connected, reason = _exchange_status(comm, other, ok=True)
         if not connected:
             return None, reason
-        listener.settimeout(timeout_s)
-        sock, _ = listener.accept()
-        return sock, None
+        return _take(listener, token, timeout_s), None
+
+
+def _take(listener: socket.socket, token: bytes, timeout_s: float) -> socket.socket:
+    """The first connection that presents ``token``; others are closed."""
+    deadline = time.monotonic() + timeout_s
+    while (left := deadline - time.monotonic()) > 0:
+        listener.settimeout(left)
+        try:
+            sock, _ = listener.accept()
+        except TimeoutError:
+            break
+        try:
+            sock.settimeout(max(deadline - time.monotonic(), 0.001))
+            presented = b""
+            while len(presented) < TOKEN_BYTES:
+                chunk = sock.recv(TOKEN_BYTES - len(presented))
+                if not chunk:
+                    break
+                presented += chunk
+        except OSError:
+            presented = b""
+        if hmac.compare_digest(presented, token):
+            sock.settimeout(None)
+            return sock
+        sock.close()
+    raise ConnectionError(
+        f"the other compute party did not present its token within {timeout_s:.0f} s"
+    )
+
+
+def receive_endpoint(comm: Communicator, other: int) -> tuple[str, int, bytes] | None:
+    """Party 1: where party 0 listens and the token to present (None: it cannot listen)."""
+    where = torch.empty(2 + TOKEN_BYTES // 8, dtype=torch.int64)
+    comm.recv(where, other)
+    address, port, *words = (int(v) for v in where)
+    if port == 0:
+        return None
+    host = socket.inet_ntoa(struct.pack("!I", address))
+    return host, port, struct.pack(f"<{TOKEN_BYTES // 8}q", *words)
+
+
+def dial(host: str, port: int, token: bytes, timeout_s: float) -> socket.socket:
+    """Connect and present the token."""
+    sock = socket.create_connection((host, port), timeout=timeout_s)
+    try:
+        sock.sendall(token)
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def _connect(
     comm: Communicator, other: int, timeout_s: float
 ) -> tuple[socket.socket | None, str | None]:
     """Party 1: connect to where party 0 listens."""
-    where = torch.empty(2, dtype=torch.int64)
-    comm.recv(where, other)
-    address, port = int(where[0]), int(where[1])
-    if port == 0:
+    endpoint = receive_endpoint(comm, other)
+    if endpoint is None:
         _exchange_status(comm, other, ok=False)
         return None, "the other compute party cannot listen"
-    host = socket.inet_ntoa(struct.pack("!I", address))
+    host, port, token = endpoint
     try:
-        sock = socket.create_connection((host, port), timeout=timeout_s)
+        sock = dial(host, port, token, timeout_s)
     except OSError as exc:
         _exchange_status(comm, other, ok=False)
         return None, f"cannot connect to {host}:{port}: {exc}"
