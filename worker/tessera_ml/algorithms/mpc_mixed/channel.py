@@ -143,7 +143,7 @@ class DirectPeer(Peer):
         events = (select.POLLIN if reading else 0) | (select.POLLOUT if writing else 0)
         self._poll.modify(self.sock, events)
         if not self._poll.poll(self.timeout_s * 1000):
-            raise TimeoutError(f"the other compute party sent nothing for {self.timeout_s:.0f} s")
+            raise TimeoutError(f"the other compute party did not answer for {self.timeout_s:.0f} s")
 
     def close(self) -> None:
         if self.sock is not None:
