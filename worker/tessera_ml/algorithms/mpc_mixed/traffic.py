@@ -1,9 +1,11 @@
 """Online bytes and rounds of one training step, by where in the model each opening happens.
 
 ``python -m tessera_ml.algorithms.mpc_mixed.traffic [--hidden 64] [--batch 64]
-[--comparison tree|fan_in]`` runs one step
+[--comparison tree|fan_in] [--ops]`` runs one step
 of the digits MLP with batch norm on two in-process parties, in every mode, and prints what
 compute party 0 sends, grouped by the model-level function and the protocol that opened it.
+With ``--ops`` it also counts party 0's torch operations (every call that reaches torch's
+function dispatch) at each site: over a fast link, a step's time is mostly their cost.
 """
 
 from __future__ import annotations
@@ -12,8 +14,10 @@ import argparse
 import traceback
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 from tessera_ml.algorithms.mpc_mixed import data
 from tessera_ml.algorithms.mpc_mixed.channel import Peer, run_pair
@@ -24,11 +28,15 @@ from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 
 _HERE = Path(__file__).parent
 _NOT_SITES = ("protocols.py", "channel.py", "traffic.py")
+_OFFLINE = ("dealer.py", "material.py")
 
 
-def _site() -> str:
-    """'module:function / protocol' of the exchange being made."""
+def _site() -> str | None:
+    """'module:function / protocol' of the exchange or operation being made; None inside the
+    in-process dealer (its work is the offline phase's)."""
     frames = [f for f in traceback.extract_stack() if Path(f.filename).parent == _HERE]
+    if any(f.filename.endswith(_OFFLINE) for f in frames):
+        return None
     protocol = next((f.name for f in frames if f.filename.endswith("protocols.py")), "-")
     outer = [f for f in frames if not f.filename.endswith(_NOT_SITES)]
     where = f"{Path(outer[-1].filename).name}:{outer[-1].name}" if outer else "?"
@@ -42,15 +50,38 @@ class _Counting:
         self.peer = peer
         self.bytes: Counter[str] = Counter()
         self.rounds: Counter[str] = Counter()
+        self.ops: Counter[str] = Counter()
         peer.on_exchange = self._count
 
     def _count(self, tensors: list[torch.Tensor]) -> None:
-        site = _site()
+        site = _site() or "?"
         self.bytes[site] += sum(t.numel() * t.element_size() for t in tensors)
         self.rounds[site] += 1
 
 
-def one_step(mode: str, hidden: int, batch: int, comparison: str = "tree") -> _Counting:
+class _CountingOps(TorchFunctionMode):
+    """Counts this thread's torch operations by site (modes are per thread)."""
+
+    def __init__(self, ops: Counter[str]) -> None:
+        super().__init__()
+        self.ops = ops
+
+    def __torch_function__(
+        self,
+        func: Any,
+        types: Any,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Any:
+        site = _site()
+        if site is not None:
+            self.ops[site] += 1
+        return func(*args, **(kwargs or {}))
+
+
+def one_step(
+    mode: str, hidden: int, batch: int, comparison: str = "tree", ops: bool = False
+) -> _Counting:
     prec = Precision.of(mode, 12, 20)
     x = data.features("sklearn:digits").train[:batch]
     labels, classes = data.labels("sklearn:digits")
@@ -58,12 +89,17 @@ def one_step(mode: str, hidden: int, batch: int, comparison: str = "tree") -> _C
     params = init_params([x.shape[1], hidden, classes], True, 0)
     xf, xb, yb = share_inputs(prec, x, onehot, 1000)
 
-    def party(eng: Engine, i: int) -> None:
-        model = SharedMlp.from_plain(eng, params, prec.backward, True)
-        train_step(eng, prec, model, xf[i], xb[i], yb[i], 0.5)
-
     e0, e1 = engines(0, comparison=comparison)
     counting = _Counting(e0.peer)
+
+    def party(eng: Engine, i: int) -> None:
+        model = SharedMlp.from_plain(eng, params, prec.backward, True)
+        if ops and i == 0:
+            with _CountingOps(counting.ops):
+                train_step(eng, prec, model, xf[i], xb[i], yb[i], 0.5)
+        else:
+            train_step(eng, prec, model, xf[i], xb[i], yb[i], 0.5)
+
     run_pair(party, (e0, 0), (e1, 1))
     return counting
 
@@ -73,13 +109,21 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--comparison", choices=["tree", "fan_in"], default="tree")
+    parser.add_argument("--ops", action="store_true", help="also count party 0's torch operations")
     args = parser.parse_args()
     for mode in MODES:
-        counting = one_step(mode, args.hidden, args.batch, args.comparison)
+        counting = one_step(mode, args.hidden, args.batch, args.comparison, args.ops)
         total = sum(counting.bytes.values())
-        print(f"{mode}: {total:,} bytes, {sum(counting.rounds.values())} rounds")
+        line = f"{mode}: {total:,} bytes, {sum(counting.rounds.values())} rounds"
+        if args.ops:
+            line += f", {sum(counting.ops.values()):,} torch operations"
+        print(line)
         for site, sent in counting.bytes.most_common():
             print(f"  {sent:>9,}  {counting.rounds[site]:>3} rounds  {site}")
+        if args.ops:
+            print("  torch operations by site:")
+            for site, n in counting.ops.most_common():
+                print(f"  {n:>9,}  {site}")
 
 
 if __name__ == "__main__":
