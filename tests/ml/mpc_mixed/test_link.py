@@ -11,6 +11,7 @@ import torch
 from tessera_ml.algorithms.mpc_mixed.channel import CommPeer, DirectPeer
 from tessera_ml.algorithms.mpc_mixed.link import (
     TOKEN_BYTES,
+    both_succeeded,
     dial,
     local_address,
     open_link,
@@ -119,10 +120,7 @@ def _stranger_first(comm: Communicator) -> dict[str, Any]:
         silent = socket.create_connection((host, port), timeout=5.0)
         silent.close()
         sock = dial(host, port, token, 5.0)
-        status = torch.tensor([1])
-        work = comm.isend(status, 0)
-        comm.recv(torch.empty(1, dtype=torch.int64), 0)
-        work.wait()
+        assert both_succeeded(comm, 0, ok=True)
         peer, fell_back = DirectPeer(sock=sock), None
     try:
         out: dict[str, Any] = {"kind": type(peer).__name__, "fell_back": fell_back}

@@ -33,6 +33,9 @@ from tessera_ml.comm.base import Communicator
 LINKS = ("direct", "communicator")
 CONNECT_TIMEOUT_S = 20.0
 TOKEN_BYTES = 16
+_TOKEN_WORDS = struct.Struct(f"<{TOKEN_BYTES // 8}q")
+_ENDPOINT_WORDS = 2 + _TOKEN_WORDS.size // 8
+"""Address, port and token, as int64 words over the communicator."""
 _SIOCGIFADDR = 0x8915
 
 
@@ -87,17 +90,15 @@ def _accept(
         host = local_address(interface)
         listener = socket.create_server((host, 0), backlog=8)
     except OSError as exc:
-        comm.send(torch.zeros(2 + TOKEN_BYTES // 8, dtype=torch.int64), other)
-        _exchange_status(comm, other, ok=False)
+        comm.send(torch.zeros(_ENDPOINT_WORDS, dtype=torch.int64), other)
+        both_succeeded(comm, other, ok=False)
         return None, f"cannot listen: {exc}"
     with listener:
         address = struct.unpack("!I", socket.inet_aton(host))[0]
-        words = struct.unpack(f"<{TOKEN_BYTES // 8}q", token)
-        endpoint = [address, listener.getsockname()[1], *words]
+        endpoint = [address, listener.getsockname()[1], *_TOKEN_WORDS.unpack(token)]
         comm.send(torch.tensor(endpoint, dtype=torch.int64), other)
-        connected, reason = _exchange_status(comm, other, ok=True)
-        if not connected:
-            return None, reason
+        if not both_succeeded(comm, other, ok=True):
+            return None, "the other compute party could not connect"
         return _take(listener, token, timeout_s), None
 
 
@@ -131,13 +132,13 @@ def _take(listener: socket.socket, token: bytes, timeout_s: float) -> socket.soc
 
 def receive_endpoint(comm: Communicator, other: int) -> tuple[str, int, bytes] | None:
     """Party 1: where party 0 listens and the token to present (None: it cannot listen)."""
-    where = torch.empty(2 + TOKEN_BYTES // 8, dtype=torch.int64)
+    where = torch.empty(_ENDPOINT_WORDS, dtype=torch.int64)
     comm.recv(where, other)
     address, port, *words = (int(v) for v in where)
     if port == 0:
         return None
     host = socket.inet_ntoa(struct.pack("!I", address))
-    return host, port, struct.pack(f"<{TOKEN_BYTES // 8}q", *words)
+    return host, port, _TOKEN_WORDS.pack(*words)
 
 
 def dial(host: str, port: int, token: bytes, timeout_s: float) -> socket.socket:
@@ -157,25 +158,23 @@ def _connect(
     """Party 1: connect to where party 0 listens."""
     endpoint = receive_endpoint(comm, other)
     if endpoint is None:
-        _exchange_status(comm, other, ok=False)
+        both_succeeded(comm, other, ok=False)
         return None, "the other compute party cannot listen"
     host, port, token = endpoint
     try:
         sock = dial(host, port, token, timeout_s)
     except OSError as exc:
-        _exchange_status(comm, other, ok=False)
+        both_succeeded(comm, other, ok=False)
         return None, f"cannot connect to {host}:{port}: {exc}"
-    _exchange_status(comm, other, ok=True)
+    both_succeeded(comm, other, ok=True)
     return sock, None
 
 
-def _exchange_status(comm: Communicator, other: int, ok: bool) -> tuple[bool, str | None]:
-    """Both parties learn whether both sides succeeded."""
+def both_succeeded(comm: Communicator, other: int, ok: bool) -> bool:
+    """Tell the other party whether this side succeeded; True when both did."""
     mine = torch.tensor([int(ok)], dtype=torch.int64)
     theirs = torch.empty(1, dtype=torch.int64)
     work = comm.isend(mine, other)
     comm.recv(theirs, other)
     work.wait()
-    if ok and int(theirs[0]) == 1:
-        return True, None
-    return False, None if not ok else "the other compute party could not connect"
+    return ok and int(theirs[0]) == 1
