@@ -261,9 +261,11 @@ def _compute(ctx: RankContext, roles: Roles) -> dict[str, Any]:
             level="warning",
         )
     try:
-        return _train(ctx, roles, cfg, prec, index, peer, "communicator" if fell_back else cfg.link)
+        result = _train(ctx, roles, cfg, prec, index, peer)
     finally:
         peer.close()
+    result["link"] = "communicator" if fell_back else cfg.link
+    return result
 
 
 def _train(
@@ -273,7 +275,6 @@ def _train(
     prec: Precision,
     index: int,
     peer: Peer,
-    link: str,
 ) -> dict[str, Any]:
     provider = _provider(ctx, roles, index)
     eng = Engine(index, peer, provider, cfg.comparison)
@@ -309,7 +310,6 @@ def _train(
     revealed = _reveal_model(ctx, roles, index, model, prec)
     provider.close()
     result = _summary(steps, cfg)
-    result["link"] = link
     if revealed is not None:
         result["model"] = revealed
     return result
