@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import traceback
 from collections import Counter
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -94,10 +95,7 @@ def one_step(
 
     def party(eng: Engine, i: int) -> None:
         model = SharedMlp.from_plain(eng, params, prec.backward, True)
-        if ops and i == 0:
-            with _CountingOps(counting.ops):
-                train_step(eng, prec, model, xf[i], xb[i], yb[i], 0.5)
-        else:
+        with _CountingOps(counting.ops) if ops and i == 0 else nullcontext():
             train_step(eng, prec, model, xf[i], xb[i], yb[i], 0.5)
 
     run_pair(party, (e0, 0), (e1, 1))
