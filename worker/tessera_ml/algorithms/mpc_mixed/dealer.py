@@ -101,7 +101,7 @@ class _LocalProvider(Provider):
         return shares
 
 
-class _Recording(Provider):
+class RecordingProvider(Provider):
     """Records each phase's request sequence; replays prepared items on later runs of it."""
 
     def __init__(self) -> None:
@@ -165,7 +165,7 @@ class _Recording(Provider):
     def _prepare(self, key: int, schedule: list[Request]) -> list[list[torch.Tensor]]: ...
 
 
-class SeededProvider(_Recording):
+class SeededProvider(RecordingProvider):
     """Party 0: generates its shares from the seed shared with the dealer; sends nothing."""
 
     def __init__(self, seed: int) -> None:
@@ -179,7 +179,7 @@ class SeededProvider(_Recording):
         return [draw_share0(r, self._prg) for r in schedule]
 
 
-class FetchingProvider(_Recording):
+class FetchingProvider(RecordingProvider):
     """Party 1: receives its shares from the dealer rank."""
 
     def __init__(self, comm: Communicator, dealer: int) -> None:

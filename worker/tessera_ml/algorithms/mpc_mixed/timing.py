@@ -1,0 +1,252 @@
+"""Where a training step's CPU time goes, protocol by protocol, in ``mixed`` and ``all64``.
+
+``python -m tessera_ml.algorithms.mpc_mixed.timing [--steps 40] [--batch 64] [--hidden 64]``
+runs the two compute parties of the digits MLP with batch norm as two processes joined by the
+direct link (``link.open_link``), as a job does, but without the dealer, features and labels
+ranks: both processes draw every step's material from one seed before the step, so no step waits
+for material, and nothing here is secret (a timing tool, not a protocol). The two modes take
+turns step by step in the same processes, so a change in the machine's load reaches both alike.
+
+For each mode it prints the median step (wall and CPU time of the slower party), the CPU time
+spent in the link's exchanges, and the CPU time per step inside each protocol (the outermost
+``Engine`` call; exchanges inside it are not counted there), with calls per step. Steps' first
+two runs record the material schedule and are left out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from tessera_ml.algorithms.mpc_mixed import data
+from tessera_ml.algorithms.mpc_mixed.channel import Peer
+from tessera_ml.algorithms.mpc_mixed.dealer import RecordingProvider
+from tessera_ml.algorithms.mpc_mixed.link import open_link
+from tessera_ml.algorithms.mpc_mixed.local import share_inputs
+from tessera_ml.algorithms.mpc_mixed.material import Request, draw_share0, secrets, split
+from tessera_ml.algorithms.mpc_mixed.model import SharedMlp, init_params, train_step
+from tessera_ml.algorithms.mpc_mixed.precision import Precision
+from tessera_ml.algorithms.mpc_mixed.protocols import Engine
+from tessera_ml.comm.base import Communicator
+from tessera_ml.testing import run_world
+
+MODES = ("mixed", "all64")
+WARMUP_STEPS = 2
+EXCHANGE = "(exchange)"
+PROTOCOLS = (
+    "matmul",
+    "matmul_extend",
+    "matmul_pair",
+    "mul_many",
+    "products",
+    "product_of_masked",
+    "mul_public",
+    "trunc_each",
+    "trunc_extend",
+    "wide_mul",
+    "wide_matmul",
+    "trunc_reduce",
+    "nonneg_bit",
+    "share_bit",
+    "mul_bit",
+    "open",
+    "open_xor",
+    "add_public",
+)
+"""Engine methods timed; a call inside another (``mul`` inside ``mul_many``) counts for the
+outer one."""
+
+
+class ReplayProvider(RecordingProvider):
+    """Both parties draw the same secrets and party 0's shares from one seed; each keeps its
+    own shares. Only for timing: either process could rebuild the other's shares."""
+
+    def __init__(self, party: int, seed: int = 0) -> None:
+        super().__init__()
+        self._party = party
+        self._fresh = torch.Generator().manual_seed(seed)
+        self._prg0 = torch.Generator().manual_seed(seed + 1)
+
+    def _draw(self, req: Request) -> list[torch.Tensor]:
+        values = secrets(req, self._fresh)
+        share0 = draw_share0(req, self._prg0)
+        return share0 if self._party == 0 else split(req, values, share0)
+
+    def _fetch(self, req: Request) -> list[torch.Tensor]:
+        return self._draw(req)
+
+    def _prepare(self, key: int, schedule: list[Request]) -> list[list[torch.Tensor]]:
+        return [self._draw(r) for r in schedule]
+
+
+@dataclass
+class _Clock:
+    """CPU time and calls per protocol of the step being timed."""
+
+    cpu: dict[str, float] = field(default_factory=dict)
+    calls: Counter[str] = field(default_factory=Counter)
+    depth: int = 0
+    in_exchange: float = 0.0
+
+    def protocol(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if self.depth:
+                return fn(*args, **kwargs)
+            self.depth += 1
+            start, exchanged = time.process_time(), self.in_exchange
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self.depth -= 1
+                spent = time.process_time() - start - (self.in_exchange - exchanged)
+                self.cpu[name] = self.cpu.get(name, 0.0) + spent
+                self.calls[name] += 1
+
+        return timed
+
+    def exchange(self, fn: Callable[[list[torch.Tensor]], list[torch.Tensor]]) -> Any:
+        def timed(mine: list[torch.Tensor]) -> list[torch.Tensor]:
+            start = time.process_time()
+            try:
+                return fn(mine)
+            finally:
+                spent = time.process_time() - start
+                self.in_exchange += spent
+                self.cpu[EXCHANGE] = self.cpu.get(EXCHANGE, 0.0) + spent
+                self.calls[EXCHANGE] += 1
+
+        return timed
+
+
+def _timed_engine(index: int, peer: Peer, clock: _Clock) -> Engine:
+    eng = Engine(index, peer, ReplayProvider(index))
+    for name in PROTOCOLS:
+        setattr(eng, name, clock.protocol(name, getattr(eng, name)))
+    return eng
+
+
+@dataclass
+class StepTimes:
+    """One party's steps in one mode: wall and CPU time, and the clock's split of each."""
+
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    protocols: list[dict[str, float]] = field(default_factory=list)
+    calls: list[dict[str, int]] = field(default_factory=list)
+
+
+def _party(comm: Communicator, steps: int, batch: int, hidden: int) -> dict[str, StepTimes]:
+    index = comm.rank
+    peer, fell_back = open_link(comm, index, 1 - index, "direct")
+    if fell_back is not None:
+        raise RuntimeError(f"the direct link could not be made: {fell_back}")
+    clock = _Clock()
+    peer._swap = clock.exchange(peer._swap)  # type: ignore[method-assign]
+    x = data.features("sklearn:digits").train
+    labels, classes = data.labels("sklearn:digits")
+    onehot = torch.nn.functional.one_hot(labels.train, classes).to(torch.float64)
+    params = init_params([x.shape[1], hidden, classes], True, 0)
+    parties = {}
+    for mode in MODES:
+        prec = Precision.of(mode, 12, 20)
+        eng = _timed_engine(index, peer, clock)
+        parties[mode] = (prec, eng, SharedMlp.from_plain(eng, params, prec.backward, True))
+    times = {mode: StepTimes() for mode in MODES}
+    rows = x.shape[0] - batch
+    try:
+        for step in range(steps + WARMUP_STEPS):
+            at = (step * batch) % rows
+            for mode in MODES if step % 2 == 0 else MODES[::-1]:
+                prec, eng, model = parties[mode]
+                xf, xb, yb = share_inputs(prec, x[at : at + batch], onehot[at : at + batch], step)
+                eng.provider.begin(1)
+                peer.barrier()
+                clock.cpu.clear()
+                clock.calls.clear()
+                wall, cpu = time.perf_counter(), time.process_time()
+                train_step(eng, prec, model, xf[index], xb[index], yb[index], 0.5)
+                wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+                eng.provider.end()
+                if step >= WARMUP_STEPS:
+                    out = times[mode]
+                    out.wall.append(wall)
+                    out.cpu.append(cpu)
+                    out.protocols.append(dict(clock.cpu))
+                    out.calls.append(dict(clock.calls))
+    finally:
+        peer.close()
+    return times
+
+
+@dataclass(frozen=True)
+class ModeTiming:
+    """Medians over the steps, each step taken at the slower party."""
+
+    step_wall_s: float
+    step_cpu_s: float
+    cpu_s: dict[str, float]
+    calls: dict[str, float]
+
+
+def time_modes(steps: int = 40, batch: int = 64, hidden: int = 64) -> dict[str, ModeTiming]:
+    per_party: list[dict[str, StepTimes]] = run_world(_party, 2, steps, batch, hidden)
+    out = {}
+    for mode in MODES:
+        a, b = per_party[0][mode], per_party[1][mode]
+        slower = [0 if wa >= wb else 1 for wa, wb in zip(a.wall, b.wall, strict=True)]
+        chosen = [(a, b)[s] for s in slower]
+        names = sorted({n for t in (a, b) for p in t.protocols for n in p})
+        out[mode] = ModeTiming(
+            step_wall_s=statistics.median(max(pair) for pair in zip(a.wall, b.wall, strict=True)),
+            step_cpu_s=statistics.median(t.cpu[i] for i, t in enumerate(chosen)),
+            cpu_s={
+                n: statistics.median(t.protocols[i].get(n, 0.0) for i, t in enumerate(chosen))
+                for n in names
+            },
+            calls={
+                n: statistics.median(t.calls[i].get(n, 0) for i, t in enumerate(chosen))
+                for n in names
+            },
+        )
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--hidden", type=int, default=64)
+    args = parser.parse_args()
+    timings = time_modes(args.steps, args.batch, args.hidden)
+    mixed, all64 = timings["mixed"], timings["all64"]
+    print(
+        f"{args.steps} steps per mode, batch {args.batch}, hidden {args.hidden}; "
+        "medians per step, CPU in ms"
+    )
+    print(f"{'':22} {'mixed':>16} {'all64':>16}")
+    print(f"{'step wall':22} {mixed.step_wall_s * 1e3:16.2f} {all64.step_wall_s * 1e3:16.2f}")
+    print(f"{'step CPU':22} {mixed.step_cpu_s * 1e3:16.2f} {all64.step_cpu_s * 1e3:16.2f}")
+    names = sorted(
+        set(mixed.cpu_s) | set(all64.cpu_s),
+        key=lambda n: -(mixed.cpu_s.get(n, 0.0) + all64.cpu_s.get(n, 0.0)),
+    )
+    for n in names:
+        cells = [
+            f"{t.cpu_s.get(n, 0.0) * 1e3:8.2f} ({t.calls.get(n, 0):4.0f})" for t in (mixed, all64)
+        ]
+        print(f"{n:22} {cells[0]:>16} {cells[1]:>16}")
+    print(
+        f"ratios mixed / all64: wall {mixed.step_wall_s / all64.step_wall_s:.3f}, "
+        f"CPU {mixed.step_cpu_s / all64.step_cpu_s:.3f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
