@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import pytest
 import torch
 
 from tessera_ml.algorithms.mpc_mixed import data
@@ -37,6 +38,11 @@ def test_training_job_with_every_role_reveals_the_model_to_the_named_party(
     assert compute[0].result["offline_bytes"] == 0 < compute[1].result["offline_bytes"]
     assert compute[0].result["online_bytes"] == compute[1].result["online_bytes"] > 0
     assert len(compute[0].series("step_time_s")) == 3
+    # throughput counts the whole step: its online phase and the wait for its material
+    for o in compute:
+        online, offline = dict(o.series("step_time_s")), dict(o.series("offline_time_s"))
+        for step, rate in o.series("throughput"):
+            assert rate * (online[step] + offline[step]) == pytest.approx(32, rel=1e-3)
     assert [s for s, _ in by_role["labels"].series("loss")] == [1]
     assert 0.0 <= by_role["labels"].result["test_accuracy"] <= 1.0
 

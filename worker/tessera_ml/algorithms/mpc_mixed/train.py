@@ -372,7 +372,8 @@ def _one_step(
             "online_bytes": float(sent1),
             "online_rounds": float(rounds1),
             "offline_bytes": record["offline_bytes"],
-            "throughput": len(idx) / max(t2 - t1, 1e-9),
+            # samples per second of the whole step: waiting for its material, then online
+            "throughput": len(idx) / max(t2 - t0, 1e-9),
             "bytes_sent": float(stats.sent),
             "bytes_received": float(stats.received),
         },
