@@ -9,8 +9,8 @@ turns step by step in the same processes, so a change in the machine's load reac
 
 For each mode it prints the median step (wall and CPU time of the slower party), the CPU time
 spent in the link's exchanges, and the CPU time per step inside each protocol (the outermost
-``Engine`` call; exchanges inside it are not counted there), with calls per step. Steps' first
-two runs record the material schedule and are left out.
+``Engine`` call; exchanges inside it are not counted there), with calls per step. The first
+two steps of each mode are left out (the first records the material schedule).
 """
 
 from __future__ import annotations
@@ -111,11 +111,11 @@ class _Clock:
 
         return timed
 
-    def exchange(self, fn: Callable[[list[torch.Tensor]], list[torch.Tensor]]) -> Any:
-        def timed(mine: list[torch.Tensor]) -> list[torch.Tensor]:
+    def exchange(self, fn: Callable[..., list[torch.Tensor]]) -> Callable[..., list[torch.Tensor]]:
+        def timed(*tensors: torch.Tensor) -> list[torch.Tensor]:
             start = time.process_time()
             try:
-                return fn(mine)
+                return fn(*tensors)
             finally:
                 spent = time.process_time() - start
                 self.in_exchange += spent
@@ -148,7 +148,7 @@ def _party(comm: Communicator, steps: int, batch: int, hidden: int) -> dict[str,
     if fell_back is not None:
         raise RuntimeError(f"the direct link could not be made: {fell_back}")
     clock = _Clock()
-    peer._swap = clock.exchange(peer._swap)  # type: ignore[method-assign]
+    peer.exchange = clock.exchange(peer.exchange)  # type: ignore[method-assign]
     x = data.features("sklearn:digits").train
     labels, classes = data.labels("sklearn:digits")
     onehot = torch.nn.functional.one_hot(labels.train, classes).to(torch.float64)
