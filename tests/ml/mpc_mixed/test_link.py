@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 from typing import Any
 
 import pytest
@@ -87,6 +88,28 @@ def test_parties_out_of_step_are_told_so_instead_of_hanging() -> None:
     # the party expecting fewer bytes sees the other's length; the other sees the link close
     assert "compute parties are out of step" in errors
     assert all(e != "no error" for e in errors)
+
+
+def _late_other(comm: Communicator, spin_s: float) -> int:
+    """Party 1 answers 50 ms late; party 0's sleeps in ``poll`` during that round."""
+    peer, _ = open_link(comm, comm.rank, 1 - comm.rank, "direct", spin_s=spin_s)
+    try:
+        peer.barrier()
+        before = peer.stats.sleeps
+        if comm.rank == 1:
+            time.sleep(0.05)
+        (theirs,) = peer.exchange(torch.tensor([comm.rank]))
+        assert int(theirs) == 1 - comm.rank
+        return peer.stats.sleeps - before
+    finally:
+        peer.close()
+
+
+def test_a_party_retries_for_its_spin_time_before_it_sleeps() -> None:
+    waited, _ = run_world(_late_other, 2, 0.0)
+    spun, _ = run_world(_late_other, 2, 1.0)
+    assert waited >= 1  # no retrying: party 0 sleeps until the late message wakes it
+    assert spun == 0  # retrying for up to a second: the message arrives meanwhile
 
 
 def _unreachable(comm: Communicator) -> dict[str, Any]:

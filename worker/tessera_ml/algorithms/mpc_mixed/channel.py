@@ -14,6 +14,7 @@ import select
 import socket
 import struct
 import threading
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +25,11 @@ from tessera_ml.comm.base import Communicator
 
 _HEADER = struct.Struct("<q")
 SOCKET_BUFFER = 4 << 20
+SPIN_S = 300e-6
+"""How long a party on the direct link keeps retrying a round before it sleeps in ``poll``.
+Waking a sleeping party can take longer than the other party's message takes to arrive (on
+virtual machines most of all); a short retry saves that wake-up, and costs at most this much CPU
+time per round when the other party is slow."""
 
 
 @dataclass
@@ -33,6 +39,8 @@ class LinkStats:
     bytes_sent: int = 0
     rounds: int = 0
     messages: int = 0
+    sleeps: int = 0
+    """Times this party slept waiting for the other (direct link only)."""
 
     def snapshot(self) -> tuple[int, int]:
         return self.bytes_sent, self.rounds
@@ -92,10 +100,12 @@ class CommPeer(Peer):
 class DirectPeer(Peer):
     """The other compute party over a connected TCP socket (``link.open_link`` makes it): the
     party's own thread writes and reads without blocking and ``poll``s while neither can
-    proceed; each message carries its length, so parties out of step are caught."""
+    proceed, after retrying for ``spin_s`` (see ``SPIN_S``); each message carries its length, so
+    parties out of step are caught."""
 
     sock: socket.socket | None = None
     timeout_s: float = 120.0
+    spin_s: float = SPIN_S
 
     def __post_init__(self) -> None:
         assert self.sock is not None
@@ -115,6 +125,7 @@ class DirectPeer(Peer):
         into = memoryview(raw.numpy()).cast("B")  # type: ignore[arg-type]
         total = len(out)
         sent = got = 0
+        stalled_since: float | None = None
         while sent < total or got < total:
             moved = False
             if sent < total:
@@ -132,7 +143,13 @@ class DirectPeer(Peer):
                     raise ConnectionError("the other compute party closed the link")
                 if n > 0:
                     got, moved = got + n, True
-            if not moved:
+            if moved:
+                stalled_since = None
+                continue
+            now = time.perf_counter()
+            if stalled_since is None:
+                stalled_since = now
+            if now - stalled_since >= self.spin_s:
                 self._wait(sent < total, got < total)
         if _HEADER.unpack_from(into)[0] != size:
             raise RuntimeError("compute parties are out of step")
@@ -142,6 +159,7 @@ class DirectPeer(Peer):
         assert self.sock is not None
         events = (select.POLLIN if reading else 0) | (select.POLLOUT if writing else 0)
         self._poll.modify(self.sock, events)
+        self.stats.sleeps += 1
         if not self._poll.poll(self.timeout_s * 1000):
             raise TimeoutError(f"the other compute party did not answer for {self.timeout_s:.0f} s")
 
