@@ -26,3 +26,12 @@ def test_a_timed_step_takes_the_protocols_rounds_and_splits_its_cpu_time() -> No
         assert t.calls["nonneg_bit"] >= 2
     assert timings["mixed"].calls["wide_mul"] > 0
     assert "wide_mul" not in timings["all64"].calls
+
+
+def test_without_retrying_a_party_sleeps_more_often() -> None:
+    at_once = time_modes(steps=2, batch=16, hidden=8, spin_s=0.0)
+    retrying = time_modes(steps=2, batch=16, hidden=8, spin_s=0.5)
+    for mode in MODES:
+        # half a second is longer than any round's wait here: no sleeps at all
+        assert retrying[mode].sleeps == 0
+        assert at_once[mode].sleeps > 0

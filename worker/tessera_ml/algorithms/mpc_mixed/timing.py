@@ -1,16 +1,19 @@
 """Where a training step's CPU time goes, protocol by protocol, in ``mixed`` and ``all64``.
 
-``python -m tessera_ml.algorithms.mpc_mixed.timing [--steps 40] [--batch 64] [--hidden 64]``
-runs the two compute parties of the digits MLP with batch norm as two processes joined by the
-direct link (``link.open_link``), as a job does, but without the dealer, features and labels
-ranks: both processes draw every step's material from one seed before the step, so no step waits
-for material, and nothing here is secret (a timing tool, not a protocol). The two modes take
-turns step by step in the same processes, so a change in the machine's load reaches both alike.
+``python -m tessera_ml.algorithms.mpc_mixed.timing [--steps 40] [--batch 64] [--hidden 64]
+[--spin-us 300]`` runs the two compute parties of the digits MLP with batch norm as two
+processes joined by the direct link (``link.open_link``), as a job does, but without the dealer,
+features and labels ranks: both processes draw every step's material from one seed before the
+step, so no step waits for material, and nothing here is secret (a timing tool, not a protocol).
+The two modes take turns step by step in the same processes, so a change in the machine's load
+reaches both alike.
 
-For each mode it prints the median step (wall and CPU time of the slower party), the CPU time
-spent in the link's exchanges, and the CPU time per step inside each protocol (the outermost
-``Engine`` call; exchanges inside it are not counted there), with calls per step. The first
-two steps of each mode are left out (the first records the material schedule).
+For each mode it prints the median step (wall and CPU time of the slower party), how many times
+that party slept in ``poll`` waiting for the other (``--spin-us`` sets how long the link retries
+a round first; 0 sleeps at once), the CPU time spent in the link's exchanges, and the CPU time
+per step inside each protocol (the outermost ``Engine`` call; exchanges inside it are not
+counted there), with calls per step. The first two steps of each mode are left out (the first
+records the material schedule).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from typing import Any
 import torch
 
 from tessera_ml.algorithms.mpc_mixed import data
-from tessera_ml.algorithms.mpc_mixed.channel import Peer
+from tessera_ml.algorithms.mpc_mixed.channel import SPIN_S, Peer
 from tessera_ml.algorithms.mpc_mixed.dealer import RecordingProvider
 from tessera_ml.algorithms.mpc_mixed.link import open_link
 from tessera_ml.algorithms.mpc_mixed.local import share_inputs
@@ -140,11 +143,14 @@ class StepTimes:
     cpu: list[float] = field(default_factory=list)
     protocols: list[dict[str, float]] = field(default_factory=list)
     calls: list[dict[str, int]] = field(default_factory=list)
+    sleeps: list[int] = field(default_factory=list)
 
 
-def _party(comm: Communicator, steps: int, batch: int, hidden: int) -> dict[str, StepTimes]:
+def _party(
+    comm: Communicator, steps: int, batch: int, hidden: int, spin_s: float
+) -> dict[str, StepTimes]:
     index = comm.rank
-    peer, fell_back = open_link(comm, index, 1 - index, "direct")
+    peer, fell_back = open_link(comm, index, 1 - index, "direct", spin_s=spin_s)
     if fell_back is not None:
         raise RuntimeError(f"the direct link could not be made: {fell_back}")
     clock = _Clock()
@@ -170,6 +176,7 @@ def _party(comm: Communicator, steps: int, batch: int, hidden: int) -> dict[str,
                 peer.barrier()
                 clock.cpu.clear()
                 clock.calls.clear()
+                slept = peer.stats.sleeps
                 wall, cpu = time.perf_counter(), time.process_time()
                 train_step(eng, prec, model, xf[index], xb[index], yb[index], 0.5)
                 wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
@@ -180,6 +187,7 @@ def _party(comm: Communicator, steps: int, batch: int, hidden: int) -> dict[str,
                     out.cpu.append(cpu)
                     out.protocols.append(dict(clock.cpu))
                     out.calls.append(dict(clock.calls))
+                    out.sleeps.append(peer.stats.sleeps - slept)
     finally:
         peer.close()
     return times
@@ -193,10 +201,14 @@ class ModeTiming:
     step_cpu_s: float
     cpu_s: dict[str, float]
     calls: dict[str, float]
+    sleeps: float
+    """Times the slower party slept in ``poll`` during the step."""
 
 
-def time_modes(steps: int = 40, batch: int = 64, hidden: int = 64) -> dict[str, ModeTiming]:
-    per_party: list[dict[str, StepTimes]] = run_world(_party, 2, steps, batch, hidden)
+def time_modes(
+    steps: int = 40, batch: int = 64, hidden: int = 64, spin_s: float = SPIN_S
+) -> dict[str, ModeTiming]:
+    per_party: list[dict[str, StepTimes]] = run_world(_party, 2, steps, batch, hidden, spin_s)
     out = {}
     for mode in MODES:
         a, b = per_party[0][mode], per_party[1][mode]
@@ -206,6 +218,7 @@ def time_modes(steps: int = 40, batch: int = 64, hidden: int = 64) -> dict[str, 
         out[mode] = ModeTiming(
             step_wall_s=statistics.median(max(pair) for pair in zip(a.wall, b.wall, strict=True)),
             step_cpu_s=statistics.median(t.cpu[i] for i, t in enumerate(chosen)),
+            sleeps=statistics.median(t.sleeps[i] for i, t in enumerate(chosen)),
             cpu_s={
                 n: statistics.median(t.protocols[i].get(n, 0.0) for i, t in enumerate(chosen))
                 for n in names
@@ -223,16 +236,23 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument(
+        "--spin-us",
+        type=float,
+        default=SPIN_S * 1e6,
+        help="how long the link retries a round before sleeping (microseconds)",
+    )
     args = parser.parse_args()
-    timings = time_modes(args.steps, args.batch, args.hidden)
+    timings = time_modes(args.steps, args.batch, args.hidden, args.spin_us * 1e-6)
     mixed, all64 = timings["mixed"], timings["all64"]
     print(
-        f"{args.steps} steps per mode, batch {args.batch}, hidden {args.hidden}; "
-        "medians per step, CPU in ms"
+        f"{args.steps} steps per mode, batch {args.batch}, hidden {args.hidden}, "
+        f"retrying {args.spin_us:.0f} us before sleeping; medians per step, times in ms"
     )
     print(f"{'':22} {'mixed':>16} {'all64':>16}")
     print(f"{'step wall':22} {mixed.step_wall_s * 1e3:16.2f} {all64.step_wall_s * 1e3:16.2f}")
     print(f"{'step CPU':22} {mixed.step_cpu_s * 1e3:16.2f} {all64.step_cpu_s * 1e3:16.2f}")
+    print(f"{'sleeps in poll':22} {mixed.sleeps:16.0f} {all64.sleeps:16.0f}")
     names = sorted(
         set(mixed.cpu_s) | set(all64.cpu_s),
         key=lambda n: -(mixed.cpu_s.get(n, 0.0) + all64.cpu_s.get(n, 0.0)),
