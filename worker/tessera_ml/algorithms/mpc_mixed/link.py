@@ -23,11 +23,10 @@ import os
 import socket
 import struct
 import time
-from typing import Any
 
 import torch
 
-from tessera_ml.algorithms.mpc_mixed.channel import CommPeer, DirectPeer, Peer
+from tessera_ml.algorithms.mpc_mixed.channel import SPIN_S, CommPeer, DirectPeer, Peer
 from tessera_ml.comm.base import Communicator
 
 LINKS = ("direct", "communicator")
@@ -62,22 +61,23 @@ def open_link(
     link: str,
     interface: str | None = None,
     connect_timeout_s: float = CONNECT_TIMEOUT_S,
-    **peer_args: Any,
+    spin_s: float = SPIN_S,
 ) -> tuple[Peer, str | None]:
     """This compute party's peer over ``link`` ("direct" or "communicator"), and why it fell
     back to the communicator when the direct link could not be made (None otherwise). Both
-    parties call this at the same point of the protocol."""
+    parties call this at the same point of the protocol. ``spin_s``: the direct link's retry
+    before it sleeps (``channel.SPIN_S``)."""
     if link not in LINKS:
         raise ValueError(f"link is one of {', '.join(LINKS)}, not {link!r}")
     if link == "communicator":
-        return CommPeer(comm=comm, other=other, **peer_args), None
+        return CommPeer(comm=comm, other=other), None
     if index == 0:
         sock, reason = _accept(comm, other, interface, connect_timeout_s)
     else:
         sock, reason = _connect(comm, other, connect_timeout_s)
     if sock is None:
-        return CommPeer(comm=comm, other=other, **peer_args), reason
-    return DirectPeer(sock=sock, **peer_args), None
+        return CommPeer(comm=comm, other=other), reason
+    return DirectPeer(sock=sock, spin_s=spin_s), None
 
 
 def _accept(
