@@ -212,8 +212,8 @@ def time_modes(
     out = {}
     for mode in MODES:
         a, b = per_party[0][mode], per_party[1][mode]
-        slower = [0 if wa >= wb else 1 for wa, wb in zip(a.wall, b.wall, strict=True)]
-        chosen = [(a, b)[s] for s in slower]
+        # each step at the party whose wall time was longer
+        chosen = [a if wa >= wb else b for wa, wb in zip(a.wall, b.wall, strict=True)]
         names = sorted({n for t in (a, b) for p in t.protocols for n in p})
         out[mode] = ModeTiming(
             step_wall_s=statistics.median(max(pair) for pair in zip(a.wall, b.wall, strict=True)),
