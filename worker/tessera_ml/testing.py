@@ -327,6 +327,7 @@ def run_algorithm(
     hosts: Sequence[int] | Literal["party"] | None = None,
     testbed: Testbed | None = None,
     in_process: bool = False,
+    env: dict[str, str] | None = None,
 ) -> list[RankOutcome]:
     """Run a registered algorithm as the platform would, on a real local gloo world.
 
@@ -334,13 +335,14 @@ def run_algorithm(
     ``RankContext`` with a ``MemoryReporter``, and returns every rank's outcome in rank order.
     On a ``testbed``, ``hosts`` places ranks (``"party"``: one host per party).
     ``in_process=True`` runs the ranks as threads over a ``LocalCommunicator`` instead: fast,
-    for protocol tests, but not a substitute for a real world.
+    for protocol tests, but not a substitute for a real world. ``env`` is added to every rank
+    process's environment.
     """
     _, _, plan = plan_job(name, assignments, config or {})
     rank_args = (name, assignments, config or {}, checkpoint_dir, resume_from, data_root)
     if in_process:
-        if testbed is not None:
-            raise ValueError("a testbed places processes; it cannot be used in_process")
+        if testbed is not None or env:
+            raise ValueError("a testbed or an environment needs processes, not in_process")
         from tessera_ml.comm.local import run_local
 
         local: list[RankOutcome] = run_local(
@@ -355,6 +357,7 @@ def run_algorithm(
         threads=threads,
         hosts=hosts_by_party(plan) if hosts == "party" else hosts,
         testbed=testbed,
+        env=env,
     )
     return outcomes
 

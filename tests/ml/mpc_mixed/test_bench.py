@@ -48,7 +48,7 @@ def test_side_by_side_times_only_the_span_in_which_every_mode_ran() -> None:
 
 
 def test_schedule_and_block_options_are_checked() -> None:
-    assert bench._schedule(BenchArgs()) == "interleaved"
+    assert bench._schedule(BenchArgs()) == "turns"
     assert bench._schedule(BenchArgs(extra={"sequential": "1"})) == "sequential"
     with pytest.raises(ValueError, match="schedule must be one of"):
         bench._schedule(BenchArgs(extra={"schedule": "parallel"}))

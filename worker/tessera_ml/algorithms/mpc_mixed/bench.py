@@ -4,9 +4,12 @@ with the same initialisation and batches, all in one invocation.
 Each secure mode runs as a platform job (five ranks: two compute parties, dealer, features,
 labels) on a local gloo world. ``--set schedule=`` chooses how the modes share the machine:
 
-- ``interleaved`` (default): the modes take turns, ``block_epochs`` (default 2) at a time, each
-  resuming from its own checkpoint, so no mode runs beside another and a change in the machine's
-  load reaches all of them alike;
+- ``turns`` (default): the three jobs start side by side and take turns step by step (see
+  ``turns``): one job's step holds the machine while the others wait, so no online phase runs
+  beside other work, and a slow or fast moment of the machine reaches every mode alike; step
+  times are taken while all three were running;
+- ``interleaved``: the modes take turns ``block_epochs`` (default 2) at a time, each resuming
+  from its own checkpoint in new processes;
 - ``sequential``: each mode's whole run, one after another;
 - ``side_by_side``: all modes at once (15 ranks); step times are then taken over the span in
   which all of them were running.
@@ -33,6 +36,7 @@ from tessera_ml.algorithms.mpc_mixed.precision import MODES
 from tessera_ml.algorithms.mpc_mixed.reference import PlainMlp
 from tessera_ml.algorithms.mpc_mixed.spec import MpcMixedConfig
 from tessera_ml.algorithms.mpc_mixed.train import initial_params
+from tessera_ml.algorithms.mpc_mixed.turns import TURNS_ENV
 from tessera_ml.bench.api import BenchArgs, BenchReport
 from tessera_ml.netns import Testbed
 from tessera_ml.testing import RankOutcome, run_algorithm
@@ -185,12 +189,12 @@ def _summarise(
     return out
 
 
-SCHEDULES = ("interleaved", "side_by_side", "sequential")
+SCHEDULES = ("turns", "interleaved", "side_by_side", "sequential")
 
 
 def _schedule(args: BenchArgs) -> str:
     schedule = args.extra.get(
-        "schedule", "sequential" if args.extra.get("sequential") == "1" else "interleaved"
+        "schedule", "sequential" if args.extra.get("sequential") == "1" else "turns"
     )
     if schedule not in SCHEDULES:
         raise ValueError(
@@ -210,6 +214,7 @@ def bench(args: BenchArgs) -> BenchReport:
     rate = float(args.extra.get("rate_mbit", 10.0))
     testbeds: dict[str, Testbed] = {}
     folders: dict[str, Path] = {}
+    env: dict[str, str] = {}
 
     def one(mode: str, config: dict[str, Any], resume_from: Path | None = None) -> None:
         try:
@@ -222,6 +227,7 @@ def bench(args: BenchArgs) -> BenchReport:
                 testbed=testbeds.get(mode),
                 checkpoint_dir=str(folders[mode]) if folders else None,
                 resume_from=str(resume_from) if resume_from else None,
+                env=env,
             )
             runs[mode].append(outcomes)
         except BaseException as exc:
@@ -233,7 +239,10 @@ def bench(args: BenchArgs) -> BenchReport:
             parties = len({a["party"] for a in ASSIGNMENTS})
             for mode in MODES:
                 testbeds[mode] = stack.enter_context(Testbed(parties, rate_mbit=rate))
-        if schedule == "side_by_side":
+        if schedule == "turns":
+            root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mpc-bench-")))
+            env[TURNS_ENV] = str(root / "turn.lock")
+        if schedule in ("turns", "side_by_side"):
             threads = [threading.Thread(target=one, args=(m, configs[m])) for m in MODES]
             for t in threads:
                 t.start()
@@ -259,7 +268,7 @@ def bench(args: BenchArgs) -> BenchReport:
     # Side by side, the modes share the machine only while all of them run: once the fastest has
     # finished, the others' steps get more of it. Times are taken inside that common span.
     window = None
-    if schedule == "side_by_side":
+    if schedule in ("turns", "side_by_side"):
         window = overlap_window(
             [
                 [s for o in party for s in _steps(o)]

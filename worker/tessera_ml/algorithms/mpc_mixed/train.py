@@ -33,6 +33,7 @@ from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 from tessera_ml.algorithms.mpc_mixed.spec import MpcMixedConfig
+from tessera_ml.algorithms.mpc_mixed.turns import turn
 from tessera_ml.context import RankContext
 from tessera_ml.netns import testbed_link_bytes
 
@@ -327,25 +328,26 @@ def _one_step(
 ) -> dict[str, float]:
     roles = Roles.of(ctx)
     index = eng.index
-    t0 = time.perf_counter()
-    eng.provider.begin(PHASE_TRAIN)
-    eng.peer.barrier()  # party 0 has its material at once; party 1 receives it first
-    link0 = testbed_link_bytes()
-    t1, cpu1 = time.perf_counter(), time.process_time()
-    sent0, rounds0 = eng.peer.stats.snapshot()
     step_fn = cnn_train_step if cfg.model == "cnn" else train_step
-    probs = step_fn(
-        eng,
-        prec,
-        model,
-        inputs.x_train[idx],
-        inputs.x_train_back[idx],
-        inputs.y_train[idx],
-        cfg.learning_rate,
-    )
-    t2, cpu2 = time.perf_counter(), time.process_time()
-    link1 = testbed_link_bytes()
-    eng.provider.end()
+    with turn(index, eng.peer):
+        t0 = time.perf_counter()
+        eng.provider.begin(PHASE_TRAIN)
+        eng.peer.barrier()  # party 0 has its material at once; party 1 receives it first
+        link0 = testbed_link_bytes()
+        t1, cpu1 = time.perf_counter(), time.process_time()
+        sent0, rounds0 = eng.peer.stats.snapshot()
+        probs = step_fn(
+            eng,
+            prec,
+            model,
+            inputs.x_train[idx],
+            inputs.x_train_back[idx],
+            inputs.y_train[idx],
+            cfg.learning_rate,
+        )
+        t2, cpu2 = time.perf_counter(), time.process_time()
+        link1 = testbed_link_bytes()
+        eng.provider.end()
     sent1, rounds1 = eng.peer.stats.snapshot()
     record = {
         "step_time_s": t2 - t1,
@@ -392,10 +394,11 @@ def _evaluate(
     index: int,
     step: int,
 ) -> None:
-    eng.provider.begin(PHASE_EVAL)
     forward_fn = cnn_forward if _config(ctx).model == "cnn" else forward
-    probs = forward_fn(eng, prec, model, inputs.x_test)
-    eng.provider.end()
+    with turn(index, eng.peer):
+        eng.provider.begin(PHASE_EVAL)
+        probs = forward_fn(eng, prec, model, inputs.x_test)
+        eng.provider.end()
     _send_open(ctx, roles, index, MSG_EVAL, step, probs)
 
 
