@@ -61,7 +61,7 @@ def _config(args: BenchArgs, mode: str) -> dict[str, Any]:
         "model": model,
         "channels": int(extra.get("channels", 8)),
         "epochs": int(extra.get("epochs", 1 if args.quick else 8)),
-        "batch_size": int(extra.get("batch_size", 64)),
+        "batch_size": int(extra.get("batch_size", MpcMixedConfig().batch_size)),
         "learning_rate": float(extra.get("learning_rate", default_lr)),
         "hidden": [int(h) for h in extra.get("hidden", "64").split(",")],
         "dataset": extra.get("dataset", "digits"),

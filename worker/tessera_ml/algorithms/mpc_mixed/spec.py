@@ -77,7 +77,7 @@ class MpcMixedConfig(AlgorithmConfig):
     batch_norm: bool = Field(
         default=True, description="Batch normalisation after each hidden linear layer"
     )
-    batch_size: int = Field(default=64, ge=2, le=1024, description="Samples per step")
+    batch_size: int = Field(default=128, ge=2, le=1024, description="Samples per step")
     epochs: int = Field(default=8, ge=1, le=1000, description="Passes over the training rows")
     max_steps: int | None = Field(
         default=None, ge=1, description="Stop after this many steps (None: all epochs)"
