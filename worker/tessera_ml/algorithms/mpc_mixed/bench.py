@@ -265,8 +265,9 @@ def bench(args: BenchArgs) -> BenchReport:
                     one(mode, {**configs[mode], "epochs": min(end, epochs)}, resume)
     if errors:
         raise errors[0]
-    # Side by side, the modes share the machine only while all of them run: once the fastest has
-    # finished, the others' steps get more of it. Times are taken inside that common span.
+    # Side by side (taking turns or not), the modes meet alike only while all of them run: before
+    # the last has started, the first steps run beside its start-up, and once the fastest has
+    # finished, the others' steps get more of the machine. Times are taken inside that span.
     window = None
     if schedule in ("turns", "side_by_side"):
         window = overlap_window(
