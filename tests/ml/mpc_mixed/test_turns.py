@@ -10,7 +10,7 @@ import pytest
 
 from tessera_ml.algorithms.mpc_mixed.channel import LocalPeer
 from tessera_ml.algorithms.mpc_mixed.link import open_link
-from tessera_ml.algorithms.mpc_mixed.turns import TURNS_ENV, turn
+from tessera_ml.algorithms.mpc_mixed.turns import TURNS_ENV, keep_to_cpu, turn
 from tessera_ml.comm.base import Communicator
 from tessera_ml.testing import run_world
 
@@ -25,6 +25,7 @@ def _job_party(comm: Communicator) -> dict[str, Any]:
     index = comm.rank % 2
     peer, fell_back = open_link(comm, index, comm.rank ^ 1, "direct")
     assert fell_back is None
+    keep_to_cpu(index)
     spans = []
     try:
         for _ in range(TURNS):
@@ -55,10 +56,11 @@ def test_two_jobs_never_hold_the_machine_at_once(tmp_path: Any) -> None:
         assert result["cpus"] == [cpus[(rank % 2) % len(cpus)]]
 
 
-def test_without_the_variable_a_turn_touches_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_the_variable_nothing_is_touched(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(TURNS_ENV, raising=False)
     before = os.sched_getaffinity(0)
     unpaired = LocalPeer()  # no partner: any exchange would fail
+    keep_to_cpu(1)
     with turn(1, unpaired):
         pass
     assert unpaired.stats.rounds == 0

@@ -33,7 +33,7 @@ from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 from tessera_ml.algorithms.mpc_mixed.spec import MpcMixedConfig
-from tessera_ml.algorithms.mpc_mixed.turns import turn
+from tessera_ml.algorithms.mpc_mixed.turns import keep_to_cpu, turn
 from tessera_ml.context import RankContext
 from tessera_ml.netns import testbed_link_bytes
 
@@ -261,6 +261,7 @@ def _compute(ctx: RankContext, roles: Roles) -> dict[str, Any]:
             "rounds go over the communicator",
             level="warning",
         )
+    keep_to_cpu(index)
     try:
         result = _train(ctx, roles, cfg, prec, index, peer)
     finally:

@@ -6,10 +6,10 @@ evaluation) asks for its material, party 0 waits for it at the link, and party 1
 the step's online phase is over. Jobs started side by side then meet the machine's slow and
 fast moments alike, step by step, and no online phase runs beside another job's work.
 
-Each compute party also keeps to one CPU, party ``i`` to CPU ``i`` modulo their number, as if
-each had a machine of its own: left to the scheduler, a party woken by the other's message is
-often placed on the other's CPU, and the two then take turns on it while the other CPU idles.
-Without the variable (a platform job), ``turn`` does nothing.
+Each compute party also keeps to one CPU for the whole job (``keep_to_cpu``), party ``i`` to
+CPU ``i`` modulo their number, as if each had a machine of its own: left to the scheduler, two
+parties that wake each other at every round can end up on one CPU while the other idles.
+Without the variable (a platform job), neither function does anything.
 """
 
 from __future__ import annotations
@@ -22,7 +22,13 @@ from contextlib import contextmanager
 from tessera_ml.algorithms.mpc_mixed.channel import Peer
 
 TURNS_ENV = "TESSERA_MPC_TURNS"
-_pinned: set[int] = set()
+
+
+def keep_to_cpu(index: int) -> None:
+    """Under turns, keep compute party ``index`` to one CPU; call once, before its first step."""
+    if os.environ.get(TURNS_ENV):
+        cpus = sorted(os.sched_getaffinity(0))
+        os.sched_setaffinity(0, {cpus[index % len(cpus)]})
 
 
 @contextmanager
@@ -33,10 +39,6 @@ def turn(index: int, peer: Peer) -> Iterator[None]:
     if not path:
         yield
         return
-    if os.getpid() not in _pinned:
-        cpus = sorted(os.sched_getaffinity(0))
-        os.sched_setaffinity(0, {cpus[index % len(cpus)]})
-        _pinned.add(os.getpid())
     if index == 0:
         peer.barrier()  # returns once party 1 holds the lock
         yield
