@@ -75,6 +75,10 @@ class Party(Base):
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     disabled: Mapped[bool] = mapped_column(Boolean, default=False)
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    # the party's policy: whose jobs it approves unasked, what its workers may run
+    auto_approve_from: Mapped[list[Any]] = mapped_column(default=list)
+    allowed_algorithms: Mapped[list[Any] | None] = mapped_column(default=None)
+    custom_code: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
 class Worker(Base):
@@ -91,6 +95,8 @@ class Worker(Base):
     accelerators: Mapped[list[Any]] = mapped_column(default=list)
     registered_at: Mapped[datetime] = mapped_column(default=utcnow)
     last_heartbeat: Mapped[datetime] = mapped_column(default=utcnow)
+    certificate: Mapped[str | None] = mapped_column(Text, default=None)
+    certificate_expires_at: Mapped[datetime | None] = mapped_column(default=None)
 
     party: Mapped[Party] = relationship(lazy="joined")
 
@@ -122,6 +128,26 @@ class Job(Base):
     attempts: Mapped[list[Attempt]] = relationship(
         order_by="Attempt.number", cascade="all, delete-orphan", passive_deletes=True
     )
+    approvals: Mapped[list[Approval]] = relationship(
+        order_by="Approval.id", cascade="all, delete-orphan", passive_deletes=True
+    )
+
+
+class Approval(Base):
+    """One party's consent to one job: pending until it approves or rejects."""
+
+    __tablename__ = "approvals"
+    __table_args__ = (UniqueConstraint("job_id", "party_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"))
+    party_id: Mapped[str] = mapped_column(ForeignKey("parties.id"), index=True)
+    decision: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    decided_by: Mapped[str | None] = mapped_column(String(80), default=None)
+    decided_at: Mapped[datetime | None] = mapped_column(default=None)
+
+    party: Mapped[Party] = relationship(lazy="joined")
 
 
 class RoleAssignment(Base):
@@ -159,6 +185,7 @@ class Attempt(Base):
     plan: Mapped[list[Any]] = mapped_column(default=list)
     rendezvous_host: Mapped[str | None] = mapped_column(String(255), default=None)
     rendezvous_port: Mapped[int | None] = mapped_column(Integer, default=None)
+    rendezvous_secret: Mapped[str | None] = mapped_column(String(64), default=None)
 
     tasks: Mapped[list[Task]] = relationship(
         order_by="Task.created_at", cascade="all, delete-orphan", passive_deletes=True
@@ -182,6 +209,8 @@ class Task(Base):
     started_at: Mapped[datetime | None] = mapped_column(default=None)
     finished_at: Mapped[datetime | None] = mapped_column(default=None)
     last_heartbeat: Mapped[datetime | None] = mapped_column(default=None)
+    # the task's own credential for its ranks' reports; valid while the task is live
+    credential_hash: Mapped[str | None] = mapped_column(String(64), default=None, unique=True)
 
     party: Mapped[Party] = relationship(lazy="joined")
     attempt: Mapped[Attempt] = relationship(back_populates="tasks")

@@ -77,6 +77,23 @@ class PartyCreated(PartyPublic):
     token: str = Field(description="The party's API token; shown only once")
 
 
+class PartyPolicy(Strict):
+    """What a party consents to without being asked, and what its workers may run."""
+
+    auto_approve_from: list[Slug] = Field(
+        max_length=1000,
+        description="Parties (or `admin`) whose jobs this party approves without being asked",
+    )
+    algorithms: list[Annotated[str, Field(max_length=63)]] | None = Field(
+        max_length=1000,
+        description="Algorithms this party's workers run; null: every algorithm shipped",
+    )
+    custom_code: bool = Field(
+        description="Whether this party runs jobs whose configuration imports code by name "
+        "(a custom model); its workers also need the code on their --allow-custom list"
+    )
+
+
 # workers
 
 
@@ -192,6 +209,20 @@ class AttemptPublic(BaseModel):
     tasks: list[TaskPublic]
 
 
+class ApprovalIn(Strict):
+    reason: Annotated[str, Field(max_length=2000)] = ""
+
+
+class ApprovalPublic(BaseModel):
+    party: str
+    decision: Literal["pending", "approved", "rejected"]
+    reason: str
+    decided_by: str | None = Field(
+        description="The party that decided, `policy` when its policy approved, or null"
+    )
+    decided_at: datetime | None
+
+
 class JobSummary(BaseModel):
     id: str
     name: str
@@ -204,11 +235,13 @@ class JobSummary(BaseModel):
     finished_at: datetime | None
     creator: str
     parties: list[str]
+    waiting_for: list[str] = Field(description="Parties that have not approved the job yet")
 
 
 class JobPublic(JobSummary):
     config: dict[str, Any]
     assignments: list[AssignmentPublic]
+    approvals: list[ApprovalPublic]
     attempts: list[AttemptPublic]
 
 

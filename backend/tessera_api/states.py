@@ -13,6 +13,7 @@ class JobStatus(StrEnum):
     succeeded = "succeeded"
     failed = "failed"
     cancelled = "cancelled"
+    rejected = "rejected"
 
 
 class AttemptStatus(StrEnum):
@@ -33,15 +34,26 @@ class TaskStatus(StrEnum):
     cancelled = "cancelled"
 
 
-JOB_TERMINAL = frozenset({JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled})
+class Decision(StrEnum):
+    """A party's answer to a job it holds a role in."""
+
+    pending = "pending"
+    approved = "approved"
+    rejected = "rejected"
+
+
+JOB_TERMINAL = frozenset(
+    {JobStatus.succeeded, JobStatus.failed, JobStatus.cancelled, JobStatus.rejected}
+)
 ATTEMPT_TERMINAL = frozenset(
     {AttemptStatus.succeeded, AttemptStatus.failed, AttemptStatus.cancelled}
 )
 TASK_TERMINAL = frozenset({TaskStatus.succeeded, TaskStatus.failed, TaskStatus.cancelled})
 
-# Retry moves a terminal job back to pending with a fresh attempt; the dispatcher queues it.
+# A job is pending until every party in it approved; a rejection ends it. Retry moves a terminal
+# job back to pending with a fresh attempt; the dispatcher queues it once it is approved.
 JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
-    JobStatus.pending: frozenset({JobStatus.queued, JobStatus.cancelled}),
+    JobStatus.pending: frozenset({JobStatus.queued, JobStatus.cancelled, JobStatus.rejected}),
     JobStatus.queued: frozenset({JobStatus.running, JobStatus.cancelled, JobStatus.failed}),
     JobStatus.running: frozenset(
         {JobStatus.succeeded, JobStatus.failed, JobStatus.cancelling, JobStatus.cancelled}
@@ -50,6 +62,7 @@ JOB_TRANSITIONS: dict[JobStatus, frozenset[JobStatus]] = {
     JobStatus.succeeded: frozenset({JobStatus.pending}),
     JobStatus.failed: frozenset({JobStatus.pending}),
     JobStatus.cancelled: frozenset({JobStatus.pending}),
+    JobStatus.rejected: frozenset({JobStatus.pending}),
 }
 
 ATTEMPT_TRANSITIONS: dict[AttemptStatus, frozenset[AttemptStatus]] = {

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from tessera_api.models import Attempt, Job, Party, Task, Worker
+from tessera_api.models import Approval, Attempt, Job, Party, Task, Worker
 from tessera_api.schemas import (
     Accelerator,
+    ApprovalPublic,
     AssignmentPublic,
     AttemptPublic,
     JobPublic,
@@ -113,7 +114,20 @@ def _summary_fields(job: Job) -> dict[str, object]:
         "finished_at": job.finished_at,
         "creator": job.creator,
         "parties": list(dict.fromkeys(a.party.name for a in job.assignments)),
+        "waiting_for": [a.party.name for a in job.approvals if a.decision == "pending"],
     }
+
+
+def approval_public(approval: Approval) -> ApprovalPublic:
+    return ApprovalPublic.model_validate(
+        {
+            "party": approval.party.name,
+            "decision": approval.decision,
+            "reason": approval.reason,
+            "decided_by": approval.decided_by,
+            "decided_at": approval.decided_at,
+        }
+    )
 
 
 def job_public(job: Job) -> JobPublic:
@@ -132,6 +146,7 @@ def job_public(job: Job) -> JobPublic:
                 )
                 for a in job.assignments
             ],
+            "approvals": [approval_public(a) for a in job.approvals],
             "attempts": [attempt_public(a) for a in job.attempts],
         }
     )

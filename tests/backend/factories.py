@@ -30,12 +30,27 @@ class PartyRef:
         return bearer(self.token)
 
 
-def create_party(client: TestClient, name: str | None = None) -> PartyRef:
+def create_party(
+    client: TestClient, name: str | None = None, *, approves_admin: bool = True
+) -> PartyRef:
+    """A new party; unless ``approves_admin`` is False its policy approves the admin's jobs,
+    so tests about something else need not approve every job."""
     name = name or f"p-{uuid.uuid4().hex[:8]}"
     response = client.post(f"{API}/parties", json={"name": name}, headers=ADMIN)
     assert response.status_code == 201, response.text
     body = response.json()
-    return PartyRef(name=name, token=body["token"], id=body["id"])
+    party = PartyRef(name=name, token=body["token"], id=body["id"])
+    if approves_admin:
+        set_policy(client, party, auto_approve_from=["admin"])
+    return party
+
+
+def set_policy(client: TestClient, party: PartyRef, **policy: Any) -> dict[str, Any]:
+    body = {"auto_approve_from": [], "algorithms": None, "custom_code": False, **policy}
+    response = client.put(f"{API}/parties/{party.name}/policy", json=body, headers=party.auth)
+    assert response.status_code == 200, response.text
+    result: dict[str, Any] = response.json()
+    return result
 
 
 def register_worker(client: TestClient, party: PartyRef, hostname: str = "host-1") -> str:

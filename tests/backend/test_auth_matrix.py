@@ -23,9 +23,13 @@ from tests.backend.factories import (
 
 SHA = "0" * 64
 OK, DENIED = True, False
+HIDDEN = 404
+"""Denied as if the job did not exist: a party without a role may not learn of it."""
 
 # (method, path, body, admin, own party, other party); paths are formatted with the world.
-ROUTES: list[tuple[str, str, Callable[[RunningJob], Any] | None, bool, bool, bool]] = [
+ROUTES: list[
+    tuple[str, str, Callable[[RunningJob], Any] | None, bool | int, bool | int, bool | int]
+] = [
     ("GET", "/version", None, OK, OK, OK),
     ("GET", "/me", None, OK, OK, OK),
     ("GET", "/algorithms", None, OK, OK, OK),
@@ -35,6 +39,15 @@ ROUTES: list[tuple[str, str, Callable[[RunningJob], Any] | None, bool, bool, boo
     ("GET", "/parties/{party}", None, OK, OK, DENIED),
     ("PATCH", "/parties/{party}", lambda w: {"description": "d"}, OK, DENIED, DENIED),
     ("POST", "/parties/{party}/disable", None, OK, DENIED, DENIED),
+    ("GET", "/parties/{party}/policy", None, OK, OK, DENIED),
+    (
+        "PUT",
+        "/parties/{party}/policy",
+        lambda w: {"auto_approve_from": ["admin"], "algorithms": None, "custom_code": False},
+        OK,
+        OK,
+        DENIED,
+    ),
     (
         "POST",
         "/workers",
@@ -62,6 +75,8 @@ ROUTES: list[tuple[str, str, Callable[[RunningJob], Any] | None, bool, bool, boo
     ("DELETE", "/jobs/{job}", None, OK, OK, DENIED),
     ("POST", "/jobs/{job}/cancel", None, OK, OK, DENIED),
     ("POST", "/jobs/{job}/retry", None, OK, OK, DENIED),
+    ("POST", "/jobs/{job}/approve", lambda w: {"reason": "fine"}, DENIED, OK, HIDDEN),
+    ("POST", "/jobs/{job}/reject", lambda w: {"reason": "no"}, DENIED, OK, HIDDEN),
     ("GET", "/jobs/{job}/transitions", None, OK, OK, DENIED),
     ("GET", "/tasks/{task}", None, OK, OK, DENIED),
     (
@@ -158,10 +173,11 @@ def test_route_access(matrix_client: TestClient, route: tuple[Any, ...], who: st
     headers = {"admin": ADMIN, "own": world.alice.auth, "other": stranger.auth, "none": {}}[who]
     allowed = {"admin": route[3], "own": route[4], "other": route[5], "none": False}[who]
     response = call(matrix_client, route, world, headers)
-    if allowed:
+    if allowed is True:
         assert response.status_code < 400 or response.status_code == 409, response.text
     else:
-        assert response.status_code == (401 if who == "none" else 403), response.text
+        expected = 401 if who == "none" else (403 if allowed is False else allowed)
+        assert response.status_code == expected, response.text
         assert response.headers["content-type"].startswith("application/problem+json")
 
 

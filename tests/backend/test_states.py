@@ -19,6 +19,7 @@ from tessera_api.states import (
 LEGAL_JOB_MOVES = {
     ("pending", "queued"),
     ("pending", "cancelled"),
+    ("pending", "rejected"),
     ("queued", "running"),
     ("queued", "cancelled"),
     ("queued", "failed"),
@@ -30,6 +31,7 @@ LEGAL_JOB_MOVES = {
     ("succeeded", "pending"),
     ("failed", "pending"),
     ("cancelled", "pending"),
+    ("rejected", "pending"),
 }
 
 

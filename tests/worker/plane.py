@@ -86,5 +86,8 @@ def running_plane(tmp_path: Path) -> Iterator[Plane]:
         for name in ("alice", "bob"):
             response = client.post("/api/v1/parties", json={"name": name}, headers=ADMIN)
             tokens[name] = response.json()["token"]
+            policy = {"auto_approve_from": ["admin"], "algorithms": None, "custom_code": False}
+            auth = {"Authorization": f"Bearer {tokens[name]}"}
+            client.put(f"/api/v1/parties/{name}/policy", json=policy, headers=auth)
         yield Plane(client, scheduler, sender, tokens)
     app.state.engine.dispose()

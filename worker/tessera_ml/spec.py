@@ -10,11 +10,45 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 SLUG = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+
+
+class ImportsCode:
+    """Marks a configuration field whose value names code a worker would import
+    (``module:callable``): a job that sets one needs every party's consent to custom code."""
+
+    def __repr__(self) -> str:
+        return "ImportsCode()"
+
+
+IMPORTS_CODE = ImportsCode()
+CodeTarget = Annotated[str, IMPORTS_CODE]
+
+
+def code_targets(
+    value: Any, loc: tuple[str | int, ...] = ()
+) -> list[tuple[tuple[str | int, ...], str]]:
+    """Every ``(location, target)`` in a validated configuration that names code to import."""
+    found: list[tuple[tuple[str | int, ...], str]] = []
+    if isinstance(value, BaseModel):
+        for name, info in type(value).model_fields.items():
+            item = getattr(value, name)
+            if any(isinstance(m, ImportsCode) for m in info.metadata):
+                if item is not None:
+                    found.append(((*loc, name), str(item)))
+            else:
+                found += code_targets(item, (*loc, name))
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            found += code_targets(item, (*loc, i))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            found += code_targets(item, (*loc, str(key)))
+    return found
 
 
 class PlanError(ValueError):
@@ -175,6 +209,10 @@ class AlgorithmSpec:
                     )
                     role_rank += 1
         return slots
+
+    def code_targets(self, config: AlgorithmConfig) -> list[tuple[tuple[str | int, ...], str]]:
+        """The code this configuration makes a worker import, with where it is named."""
+        return code_targets(config, ("config",))
 
     def check(
         self, assignments: Sequence[Assignment], config: AlgorithmConfig, slots: list[RankSlot]

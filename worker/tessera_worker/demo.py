@@ -33,8 +33,13 @@ def _write_secret(path: Path, secret: str) -> None:
         f.write(secret + "\n")
 
 
-def ensure_party(session: Session, home: Path, name: str) -> str:
-    """Create the party if needed and return a token that is valid for it."""
+def ensure_party(
+    session: Session, home: Path, name: str, auto_approve_from: list[str] | None = None
+) -> str:
+    """Create the party if needed and return a token that is valid for it.
+
+    A party created here gets ``auto_approve_from`` as its policy's list (without itself);
+    an existing party's policy is its own and left alone."""
     given = os.environ.get(token_env(name))
     path = token_file(home, name)
     stored = path.read_text().strip() if path.exists() else None
@@ -43,6 +48,7 @@ def ensure_party(session: Session, home: Path, name: str) -> str:
     if party is None:
         party = Party(name=name, display_name=name.capitalize(), description="demo party")
         party.disabled = False
+        party.auto_approve_from = [p for p in auto_approve_from or [] if p != name]
         session.add(party)
     if party.token_hash != hash_token(token):
         party.token_hash = hash_token(token)

@@ -11,8 +11,16 @@ from sqlalchemy.exc import IntegrityError
 from tessera_api.deps import DispatcherDep, Principal, SessionDep, SpecsDep
 from tessera_api.models import StatusTransition
 from tessera_api.routes.paging import Limit, Offset
-from tessera_api.schemas import JobCreate, JobPublic, JobRetry, JobSummary, Page, TransitionPublic
-from tessera_api.services import jobs, lifecycle
+from tessera_api.schemas import (
+    ApprovalIn,
+    JobCreate,
+    JobPublic,
+    JobRetry,
+    JobSummary,
+    Page,
+    TransitionPublic,
+)
+from tessera_api.services import approvals, jobs, lifecycle
 from tessera_api.services.jobs import JobSort
 from tessera_api.states import JobStatus
 from tessera_api.views import job_public, job_summary
@@ -72,6 +80,10 @@ def list_jobs(
     party: Annotated[str | None, Query(max_length=63)] = None,
     q: Annotated[str | None, Query(max_length=200, description="Part of the job's name")] = None,
     sort: JobSort = "-created_at",
+    awaiting_approval: Annotated[
+        bool,
+        Query(description="Only pending jobs the calling party (admin: any party) has to answer"),
+    ] = False,
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> Page[JobSummary]:
@@ -86,6 +98,7 @@ def list_jobs(
         sort=sort,
         limit=limit,
         offset=offset,
+        awaiting_approval=awaiting_approval,
     )
     return Page[JobSummary](data=[job_summary(j) for j in rows], count=total)
 
@@ -121,8 +134,46 @@ def retry_job(
     """Run a finished job again as a new attempt, from a checkpoint when one exists."""
     job = jobs.get_job(session, job_id=job_id, caller=caller)
     lifecycle.retry_job(session, job=job, step=retry_in.step if retry_in else None)
+    approvals.reopen(session, job=job)
     session.commit()
     dispatcher.submit(session, job_id=job.id)
+    session.commit()
+    session.refresh(job)
+    return job_public(job)
+
+
+@router.post("/{job_id}/approve")
+def approve_job(
+    job_id: str,
+    caller: Principal,
+    session: SessionDep,
+    specs: SpecsDep,
+    dispatcher: DispatcherDep,
+    approval_in: ApprovalIn | None = None,
+) -> JobPublic:
+    """Approve a pending job for the calling party; the last approval queues it."""
+    job = jobs.get_job(session, job_id=job_id, caller=caller, hidden_as_missing=True)
+    reason = approval_in.reason if approval_in else ""
+    approvals.decide(session, job=job, caller=caller, approve=True, reason=reason, specs=specs)
+    session.commit()
+    dispatcher.submit(session, job_id=job.id)
+    session.commit()
+    session.refresh(job)
+    return job_public(job)
+
+
+@router.post("/{job_id}/reject")
+def reject_job(
+    job_id: str,
+    caller: Principal,
+    session: SessionDep,
+    specs: SpecsDep,
+    approval_in: ApprovalIn | None = None,
+) -> JobPublic:
+    """Reject a pending job for the calling party: the job ends as rejected, with the reason."""
+    job = jobs.get_job(session, job_id=job_id, caller=caller, hidden_as_missing=True)
+    reason = approval_in.reason if approval_in else ""
+    approvals.decide(session, job=job, caller=caller, approve=False, reason=reason, specs=specs)
     session.commit()
     session.refresh(job)
     return job_public(job)

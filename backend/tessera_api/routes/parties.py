@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from tessera_api.deps import Admin, Principal, SessionDep
+from tessera_api.deps import Admin, Principal, SessionDep, SpecsDep
 from tessera_api.routes.paging import Limit, Offset
-from tessera_api.schemas import Page, PartyCreate, PartyCreated, PartyPublic, PartyUpdate
-from tessera_api.services import parties
+from tessera_api.schemas import (
+    Page,
+    PartyCreate,
+    PartyCreated,
+    PartyPolicy,
+    PartyPublic,
+    PartyUpdate,
+)
+from tessera_api.services import parties, policy
 from tessera_api.views import party_public
 
 router = APIRouter(prefix="/parties", tags=["parties"])
@@ -54,3 +61,20 @@ def disable_party(name: str, caller: Admin, session: SessionDep) -> PartyPublic:
     parties.update_party(session, party=party, party_in=PartyUpdate(disabled=True))
     session.commit()
     return party_public(party)
+
+
+@router.get("/{name}/policy")
+def get_policy(name: str, caller: Principal, session: SessionDep) -> PartyPolicy:
+    """Get a party's policy: whose jobs it approves unasked, what its workers may run."""
+    return policy.policy_of(parties.get_party(session, name=name, caller=caller))
+
+
+@router.put("/{name}/policy")
+def put_policy(
+    name: str, policy_in: PartyPolicy, caller: Principal, session: SessionDep, specs: SpecsDep
+) -> PartyPolicy:
+    """Replace a party's policy (that party's token or the admin)."""
+    party = parties.get_party(session, name=name, caller=caller)
+    policy.set_policy(session, party=party, policy=policy_in, specs=specs)
+    session.commit()
+    return policy.policy_of(party)

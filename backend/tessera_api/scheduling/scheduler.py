@@ -24,6 +24,7 @@ from tessera_api.models import Attempt, Job, Party, Task, Worker
 from tessera_api.models import utcnow as _utcnow
 from tessera_api.scheduling.broker import TaskSender
 from tessera_api.scheduling.placement import Waiting, WorkerView, place
+from tessera_api.services.approvals import approved
 from tessera_api.services.lifecycle import (
     current_attempt,
     lock_job,
@@ -74,7 +75,7 @@ class Scheduler:
     def submit(self, session: Session, *, job_id: str) -> None:
         with self._lock:
             job = session.get(Job, job_id)
-            if job is None or JobStatus(job.status) is not JobStatus.pending:
+            if job is None or JobStatus(job.status) is not JobStatus.pending or not approved(job):
                 return
             queue_job(session, job_id=job_id)
             outgoing = self._try_place(session, job)

@@ -7,12 +7,13 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from tessera_api.errors import conflict
-from tessera_api.models import Attempt, Event, Job, StatusTransition, Task, utcnow
+from tessera_api.models import Attempt, Event, Job, Party, StatusTransition, Task, utcnow
 from tessera_api.states import (
     ATTEMPT_TERMINAL,
     JOB_TERMINAL,
     TASK_TERMINAL,
     AttemptStatus,
+    Decision,
     JobStatus,
     TaskStatus,
     attempt_can_move,
@@ -62,6 +63,29 @@ def record_job_created(session: Session, *, job: Job) -> None:
         before=None,
         after=job.status,
         reason="created",
+    )
+
+
+def record_decision(
+    session: Session, *, job_id: str, party: Party, decision: str, by: str, reason: str
+) -> None:
+    """A party's approval or rejection, in the audit trail and the events stream."""
+    text = f"{party.name} {decision}" + (f": {reason}" if reason else "")
+    session.add(
+        StatusTransition(
+            job_id=job_id,
+            entity="approval",
+            entity_id=party.id,
+            from_status=Decision.pending.value,
+            to_status=decision,
+            reason=text if by == party.name else f"{text} (by {by})",
+        )
+    )
+    record_event(
+        session,
+        job_id=job_id,
+        kind="approval",
+        data={"party": party.name, "decision": decision, "by": by, "reason": reason},
     )
 
 

@@ -12,12 +12,13 @@ from sqlalchemy import Select, delete, func, select
 from sqlalchemy.orm import Session
 
 from tessera_api.errors import ApiError, conflict, field_errors, forbidden, invalid, not_found
-from tessera_api.models import Attempt, Job, Party, RoleAssignment
+from tessera_api.models import Approval, Attempt, Job, Party, RoleAssignment
 from tessera_api.schemas import JobCreate
 from tessera_api.security import Caller
+from tessera_api.services import approvals, policy
 from tessera_api.services.history import record_job_created
 from tessera_api.services.parties import parties_by_name
-from tessera_api.states import JOB_TERMINAL, AttemptStatus, JobStatus
+from tessera_api.states import JOB_TERMINAL, AttemptStatus, Decision, JobStatus
 from tessera_ml.spec import AlgorithmSpec, PlanError
 
 JobSort = Literal["created_at", "-created_at", "name", "-name", "priority", "-priority"]
@@ -70,6 +71,8 @@ def create_job(
         slots = spec.make_plan(job_in.assignments, config)
     except PlanError as exc:
         raise invalid(exc.code, exc.reason, ("body", *exc.loc)) from exc
+    in_order = [parties[name] for name in dict.fromkeys(a.party for a in job_in.assignments)]
+    policy.check_allowed(in_order, spec=spec, config=config)
     job = Job(
         name=job_in.name,
         algorithm=spec.name,
@@ -103,6 +106,7 @@ def create_job(
     session.add(job)
     session.flush()
     record_job_created(session, job=job)
+    approvals.open_approvals(session, job=job, parties=in_order, caller=caller)
     return job, True
 
 
@@ -135,11 +139,16 @@ def can_see_job(session: Session, *, job_id: str, caller: Caller) -> bool:
     return bool(held)
 
 
-def get_job(session: Session, *, job_id: str, caller: Caller) -> Job:
+def get_job(
+    session: Session, *, job_id: str, caller: Caller, hidden_as_missing: bool = False
+) -> Job:
+    """The job if the caller may see it; 403 otherwise (404 with ``hidden_as_missing``)."""
     job = session.get(Job, job_id)
     if job is None:
         raise not_found("job", job_id)
     if not can_see_job(session, job_id=job_id, caller=caller):
+        if hidden_as_missing:
+            raise not_found("job", job_id)
         raise forbidden(f"{caller.name} holds no role in job {job_id}")
     return job
 
@@ -155,10 +164,16 @@ def list_jobs(
     limit: int,
     offset: int,
     name_contains: str | None = None,
+    awaiting_approval: bool = False,
 ) -> tuple[list[Job], int]:
     query = select(Job)
     if caller.party is not None:
         query = query.where(Job.id.in_(_jobs_of_party(caller.party.id)))
+    if awaiting_approval:
+        asked = select(Approval.job_id).where(Approval.decision == Decision.pending.value)
+        if caller.party is not None:
+            asked = asked.where(Approval.party_id == caller.party.id)
+        query = query.where(Job.id.in_(asked), Job.status == JobStatus.pending.value)
     if party is not None:
         party_ids = select(Party.id).where(Party.name == party)
         held = select(RoleAssignment.job_id).where(RoleAssignment.party_id.in_(party_ids))

@@ -5,14 +5,17 @@ from __future__ import annotations
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from tessera_api.errors import conflict, forbidden, not_found
+from tessera_api.errors import conflict, forbidden, invalid, not_found
 from tessera_api.models import Party
 from tessera_api.schemas import PartyCreate, PartyUpdate
 from tessera_api.security import Caller, hash_token, new_party_token
+from tessera_api.services.policy import ADMIN
 
 
 def create_party(session: Session, *, party_in: PartyCreate) -> tuple[Party, str]:
     """The new party and its token, which is stored only as a hash."""
+    if party_in.name == ADMIN:
+        raise invalid("reserved_name", f"{ADMIN!r} names the admin in policies", ("body", "name"))
     if session.scalars(select(Party).where(Party.name == party_in.name)).first() is not None:
         raise conflict("party_exists", f"party {party_in.name!r} already exists")
     token = new_party_token()

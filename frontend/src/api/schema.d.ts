@@ -108,6 +108,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/jobs/{job_id}/approve": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Approve Job
+         * @description Approve a pending job for the calling party; the last approval queues it.
+         */
+        post: operations["jobs-approve_job"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/jobs/{job_id}/cancel": {
         parameters: {
             query?: never;
@@ -214,6 +234,26 @@ export interface paths {
          * @description Store a batch of metric points reported by one task's ranks.
          */
         post: operations["telemetry-ingest_metrics"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/jobs/{job_id}/reject": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Reject Job
+         * @description Reject a pending job for the calling party: the job ends as rejected, with the reason.
+         */
+        post: operations["jobs-reject_job"];
         delete?: never;
         options?: never;
         head?: never;
@@ -342,6 +382,30 @@ export interface paths {
          * @description Disable a party: its token stops working and it cannot join new jobs.
          */
         post: operations["parties-disable_party"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/parties/{name}/policy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Get Policy
+         * @description Get a party's policy: whose jobs it approves unasked, what its workers may run.
+         */
+        get: operations["parties-get_policy"];
+        /**
+         * Put Policy
+         * @description Replace a party's policy (that party's token or the admin).
+         */
+        put: operations["parties-put_policy"];
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -501,6 +565,33 @@ export interface components {
             roles: components["schemas"]["RolePublic"][];
             /** Title */
             title: string;
+        };
+        /** ApprovalIn */
+        ApprovalIn: {
+            /**
+             * Reason
+             * @default
+             */
+            reason: string;
+        };
+        /** ApprovalPublic */
+        ApprovalPublic: {
+            /** Decided At */
+            decided_at: string | null;
+            /**
+             * Decided By
+             * @description The party that decided, `policy` when its policy approved, or null
+             */
+            decided_by: string | null;
+            /**
+             * Decision
+             * @enum {string}
+             */
+            decision: "pending" | "approved" | "rejected";
+            /** Party */
+            party: string;
+            /** Reason */
+            reason: string;
         };
         /**
          * AssignmentIn
@@ -668,6 +759,8 @@ export interface components {
         JobPublic: {
             /** Algorithm */
             algorithm: string;
+            /** Approvals */
+            approvals: components["schemas"]["ApprovalPublic"][];
             /** Assignments */
             assignments: components["schemas"]["AssignmentPublic"][];
             /** Attempts */
@@ -699,6 +792,11 @@ export interface components {
             status: string;
             /** Status Reason */
             status_reason: string;
+            /**
+             * Waiting For
+             * @description Parties that have not approved the job yet
+             */
+            waiting_for: string[];
         };
         /** JobRetry */
         JobRetry: {
@@ -712,7 +810,7 @@ export interface components {
          * JobStatus
          * @enum {string}
          */
-        JobStatus: "pending" | "queued" | "running" | "cancelling" | "succeeded" | "failed" | "cancelled";
+        JobStatus: "pending" | "queued" | "running" | "cancelling" | "succeeded" | "failed" | "cancelled" | "rejected";
         /** JobSummary */
         JobSummary: {
             /** Algorithm */
@@ -740,6 +838,11 @@ export interface components {
             status: string;
             /** Status Reason */
             status_reason: string;
+            /**
+             * Waiting For
+             * @description Parties that have not approved the job yet
+             */
+            waiting_for: string[];
         };
         /** LaunchDescription */
         LaunchDescription: {
@@ -927,6 +1030,27 @@ export interface components {
              * @description The party's API token; shown only once
              */
             token: string;
+        };
+        /**
+         * PartyPolicy
+         * @description What a party consents to without being asked, and what its workers may run.
+         */
+        PartyPolicy: {
+            /**
+             * Algorithms
+             * @description Algorithms this party's workers run; null: every algorithm shipped
+             */
+            algorithms: string[] | null;
+            /**
+             * Auto Approve From
+             * @description Parties (or `admin`) whose jobs this party approves without being asked
+             */
+            auto_approve_from: string[];
+            /**
+             * Custom Code
+             * @description Whether this party runs jobs whose configuration imports code by name (a custom model); its workers also need the code on their --allow-custom list
+             */
+            custom_code: boolean;
         };
         /** PartyPublic */
         PartyPublic: {
@@ -1271,6 +1395,8 @@ export interface operations {
                 /** @description Part of the job's name */
                 q?: string | null;
                 sort?: "created_at" | "-created_at" | "name" | "-name" | "priority" | "-priority";
+                /** @description Only pending jobs the calling party (admin: any party) has to answer */
+                awaiting_approval?: boolean;
                 /** @description Page size */
                 limit?: number;
                 /** @description Items to skip */
@@ -1393,6 +1519,41 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content?: never;
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "jobs-approve_job": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ApprovalIn"] | null;
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobPublic"];
+                };
             };
             /** @description Validation Error */
             422: {
@@ -1680,6 +1841,41 @@ export interface operations {
             };
         };
     };
+    "jobs-reject_job": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["ApprovalIn"] | null;
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
     "jobs-retry_job": {
         parameters: {
             query?: never;
@@ -1917,6 +2113,72 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["PartyPublic"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "parties-get_policy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PartyPolicy"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "parties-put_policy": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["PartyPolicy"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PartyPolicy"];
                 };
             };
             /** @description Validation Error */

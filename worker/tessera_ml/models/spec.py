@@ -12,6 +12,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
+from tessera_ml.spec import CodeTarget
+
 Activation = Literal["relu", "tanh", "gelu"]
 _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
@@ -63,7 +65,7 @@ class CustomSpec(_Spec):
     """
 
     kind: Literal["custom"] = "custom"
-    target: str
+    target: CodeTarget
     kwargs: dict[str, Any] = Field(default_factory=dict)
 
     @field_validator("target")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from tessera_ml.data.refs import DatasetRef
 from tessera_ml.spec import (
+    IMPORTS_CODE,
     AlgorithmConfig,
     AlgorithmSpec,
     Assignment,
@@ -42,7 +43,7 @@ class ModelSpec(BaseModel):
         default="relu",
         description="Activation between layers (and after the last bottom/middle layer)",
     )
-    factory: str | None = Field(
+    factory: Annotated[str | None, IMPORTS_CODE] = Field(
         default=None,
         description="For kind=custom: 'module:callable' installed on the worker, called with "
         "kwargs (plus in_features and out_features when its signature names them), returning "
