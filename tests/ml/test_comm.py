@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pickle
+from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
 
+from tessera_ml.comm import codec
 from tessera_ml.comm.base import Communicator
 from tessera_ml.comm.local import LocalWorldBroken, run_local
 from tessera_ml.testing import run_world
@@ -45,9 +48,9 @@ def _protocol(comm: Communicator) -> dict[str, Any]:
     if work is not None:
         work.wait()
     if r == 0:
-        comm.send_object({"hello": [1, 2, 3]}, 2)
-    received = comm.recv_object(0) if r == 2 else None
-    names = comm.all_gather_object(f"rank{r}")
+        comm.send_data({"hello": [1, 2, 3]}, 2)
+    received = comm.recv_data(0) if r == 2 else None
+    names = comm.all_gather_data(f"rank{r}")
     stats = comm.stats.snapshot()
     return {
         "summed": summed.tolist(),
@@ -78,11 +81,11 @@ def _check(results: list[dict[str, Any]]) -> None:
     s0, s1 = results[0]["stats"], results[1]["stats"]
     # ring model: all-reduce moves 2(n-1)/n of the tensor per rank; all-gather (n-1) x
     world_collectives = 2 * 2 * (10 + 1 + 6) * FLOAT // 3 + 2 * 2 * 8
-    assert s1["group_sent"]["world"] == world_collectives + 2 * 5 * 8 + _object_bytes(s1)
-    assert s0["group_recv"]["world"] == world_collectives + 5 * 8 + _object_bytes(s0)
+    assert s1["group_sent"]["world"] == world_collectives + 2 * 5 * 8 + _gathered_bytes()
+    assert s0["group_recv"]["world"] == world_collectives + 5 * 8 + _gathered_bytes()
     assert s0["group_sent"]["pair"] == 2 * 1 * 3 * FLOAT // 2
     assert s0["sent_to"][1] == 7 * FLOAT + 2 * 8
-    assert s0["sent_to"][2] > 8  # length + pickled payload
+    assert s0["sent_to"][2] == 8 + len(codec.encode({"hello": [1, 2, 3]}))
     assert s1["recv_from"][0] == 7 * FLOAT + 2 * 8
     assert s0["sent"] == sum(s0["sent_to"].values()) + sum(s0["group_sent"].values())
     m0 = results[0]["metrics"]
@@ -91,10 +94,8 @@ def _check(results: list[dict[str, Any]]) -> None:
     assert m0["bytes_sent.group.pair"] == s0["group_sent"]["pair"]
 
 
-def _object_bytes(stats: dict[str, Any]) -> int:
-    import pickle
-
-    return 2 * len(pickle.dumps("rank0"))
+def _gathered_bytes() -> int:
+    return 2 * len(codec.encode("rank0"))
 
 
 def test_local_communicator_protocol_and_bytes() -> None:
@@ -133,10 +134,83 @@ def test_local_recv_checks_shape() -> None:
         run_local(lambda c: c.recv(torch.zeros(1), 1 - c.rank), 2, timeout_s=0.5)
 
 
+class _Touch:
+    """Unpickling this creates the marker file: what a hostile peer could send."""
+
+    def __init__(self, marker: str) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Path.touch, (Path(self.marker),))
+
+
+def _pickle_to_rank_one(comm: Communicator, marker: str) -> str | None:
+    if comm.rank == 0:
+        payload = torch.frombuffer(bytearray(pickle.dumps(_Touch(marker))), dtype=torch.uint8)
+        comm.send(torch.tensor([payload.numel()], dtype=torch.int64), 1)
+        comm.send(payload, 1)
+        return None
+    with pytest.raises(codec.DecodeError) as refused:
+        comm.recv_data(0)
+    assert not Path(marker).exists()
+    return str(refused.value)
+
+
+def test_a_peer_pickle_is_refused_and_never_loaded(tmp_path: Path) -> None:
+    live = tmp_path / "live"
+    pickle.loads(pickle.dumps(_Touch(str(live))))
+    assert live.exists(), "the payload would act if it were unpickled"
+    marker = tmp_path / "marker"
+    _, message = run_world(_pickle_to_rank_one, 2, str(marker))
+    assert message is not None and "pickled payload" in message
+    assert not marker.exists()
+
+
+def _gather_sizes(comm: Communicator) -> dict[str, Any]:
+    r = comm.rank
+    mine = {"rank": r, "blob": bytes([r]) * (1000 * r), "t": torch.arange(7.0 * r), "r": (r,) * r}
+    everyone = comm.all_gather_data(mine)
+    pair = comm.new_group([0, 2], "pair")
+    in_pair = comm.all_gather_data([r] * (r + 1), pair) if r in pair.ranks else None
+    stats = comm.stats.snapshot()
+    return {
+        "everyone": [{**got, "t": (got["t"].dtype, got["t"].tolist())} for got in everyone],
+        "in_pair": in_pair,
+        "own_size": len(codec.encode(mine)),
+        "group_sent": stats["group_sent"],
+        "group_recv": stats["group_recv"],
+    }
+
+
+def _check_gathered(results: list[dict[str, Any]]) -> None:
+    for r, out in enumerate(results):
+        assert len(out["everyone"]) == 3
+        for k, got in enumerate(out["everyone"]):
+            assert got["rank"] == k and got["blob"] == bytes([k]) * (1000 * k)
+            assert got["t"] == (torch.float32, [float(i) for i in range(7 * k)])
+            assert got["r"] == (k,) * k
+        assert out["group_sent"]["world"] == out["group_recv"]["world"] == 2 * out["own_size"]
+        if r == 1:
+            assert out["in_pair"] is None and "pair" not in out["group_sent"]
+        else:
+            assert out["in_pair"] == [[0], [2, 2, 2]]
+            moved = len(codec.encode([r] * (r + 1)))
+            assert out["group_sent"]["pair"] == out["group_recv"]["pair"] == moved
+    assert len({out["own_size"] for out in results}) == 3
+
+
+def test_all_gather_data_of_different_sizes_on_a_real_world() -> None:
+    real = run_world(_gather_sizes, 3)
+    _check_gathered(real)
+    local = run_local(_gather_sizes, 3)
+    _check_gathered(local)
+    assert [r["group_sent"] for r in real] == [r["group_sent"] for r in local]
+
+
 def _on_device(comm: Communicator) -> tuple[str, float, Any]:
     t = torch.ones(4, device=comm.device) * (comm.rank + 1)
     comm.all_reduce(t)
-    return str(comm.device), float(t.sum().cpu()), comm.all_gather_object(comm.rank)
+    return str(comm.device), float(t.sum().cpu()), comm.all_gather_data(comm.rank)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the NCCL path needs a CUDA GPU")

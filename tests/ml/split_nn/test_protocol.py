@@ -6,7 +6,6 @@ part on a loaded machine); the tests then check what each job returned and sent.
 
 from __future__ import annotations
 
-import pickle
 from typing import Any
 
 import numpy as np
@@ -16,6 +15,7 @@ import torch
 from tessera_ml.algorithms.split_nn.centralized import max_abs_diff, train_centralized
 from tessera_ml.algorithms.split_nn.party_data import load_party
 from tessera_ml.algorithms.split_nn.spec import SplitNNConfig
+from tessera_ml.comm import codec
 from tessera_ml.testing import run_world
 from tests.ml.split_nn.world import Job, run_jobs
 
@@ -211,7 +211,7 @@ def test_every_rank_reports_bytes_and_the_label_party_reports_loss(
 
 
 def _serialised(values: np.ndarray) -> set[bytes]:
-    """The float64 encodings of the non-zero values (8 bytes: a random 16-byte digest in a pickled
+    """The float64 encodings of the non-zero values (8 bytes: a random 16-byte digest in an encoded
     payload matches one by chance with negligible probability, unlike 4-byte float32 ones)."""
     return {np.float64(v).tobytes() for v in values.ravel() if v != 0}
 
@@ -238,7 +238,7 @@ def test_no_raw_feature_or_label_leaves_its_party(
 
 def _assert_no_features(x_train: Any, x_test: Any, sent: list[tuple[int, np.ndarray]]) -> None:
     """No non-zero raw value (in the message's own precision) is in any 2-D tensor sent, and no
-    float64 encoding of one is in any pickled payload; int8 tensors come with their row scales."""
+    float64 encoding of one is in any encoded payload; int8 tensors come with their row scales."""
     raw = np.concatenate([x_train.numpy(), x_test.numpy()]).ravel()
     raw = raw[raw != 0]
     raw_in = {dt: set(raw.astype(dt).tolist()) for dt in (np.float64, np.float32, np.float16)}
@@ -249,7 +249,7 @@ def _assert_no_features(x_train: Any, x_test: Any, sent: list[tuple[int, np.ndar
             _, payload = next(messages)
             data = payload.tobytes()
             windows = {data[i : i + 8] for i in range(len(data) - 7)}
-            assert not (windows & patterns), "a raw feature value was pickled"
+            assert not (windows & patterns), "a raw feature value was encoded"
         elif msg.dtype == np.int8:
             _, scale = next(messages)
             assert scale.dtype == np.float32 and scale.shape == (msg.shape[0],)
@@ -260,7 +260,7 @@ def _assert_no_features(x_train: Any, x_test: Any, sent: list[tuple[int, np.ndar
 
 
 def _assert_no_labels(y_train: Any, y_test: Any, sent: list[tuple[int, np.ndarray]]) -> None:
-    """Label-party messages are: pickled alignment data (salt, positions, counts), gradients of
+    """Label-party messages are: encoded alignment data (salt, positions, counts), gradients of
     its input (int8 ones followed by their row scales) whose columns are never label vectors,
     and the one-element stop flag."""
     labels = set(np.unique(np.concatenate([y_train.numpy(), y_test.numpy()])).tolist())
@@ -269,7 +269,7 @@ def _assert_no_labels(y_train: Any, y_test: Any, sent: list[tuple[int, np.ndarra
         if msg.dtype == np.int64 and msg.shape == (1,):
             _, payload = next(messages)
             assert payload.dtype == np.uint8 and payload.size == msg[0]
-            obj = pickle.loads(payload.tobytes())
+            obj = codec.decode(payload.tobytes())
             for part in obj if isinstance(obj, tuple) else (obj,):
                 if isinstance(part, torch.Tensor):
                     assert part.dtype == torch.int64 and part.unique().numel() == part.numel()

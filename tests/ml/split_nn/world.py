@@ -68,8 +68,8 @@ class RecordingCommunicator(Communicator):
     def barrier(self, group: Group | None = None) -> None:
         self.inner.barrier(group)
 
-    def all_gather_object(self, obj: Any, group: Group | None = None) -> list[Any]:
-        raise AssertionError("split_nn does not gather objects")
+    def all_gather_data(self, obj: Any, group: Group | None = None) -> list[Any]:
+        raise AssertionError("split_nn does not gather data")
 
 
 @dataclass

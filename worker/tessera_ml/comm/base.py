@@ -16,6 +16,8 @@ from typing import Any, Literal, Protocol
 
 import torch
 
+from tessera_ml.comm import codec
+
 ReduceOp = Literal["sum", "max", "min", "avg"]
 
 
@@ -157,33 +159,33 @@ class Communicator(ABC):
     def barrier(self, group: Group | None = None) -> None: ...
 
     @abstractmethod
-    def all_gather_object(self, obj: Any, group: Group | None = None) -> list[Any]:
-        """Picklable objects (small metadata only). Counted by pickled size."""
+    def all_gather_data(self, obj: Any, group: Group | None = None) -> list[Any]:
+        """Plain data (``codec``) from every group member, small metadata only.
 
-    def send_object(self, obj: Any, dst: int) -> None:
-        """A picklable object to one peer: length then payload (two messages)."""
-        payload = _to_bytes(obj).to(self.device)
+        Counted as (n-1) x encoded size sent and received.
+        """
+
+    def send_data(self, obj: Any, dst: int) -> None:
+        """Plain data (``codec``) to one peer: its length, then the encoded bytes (two messages)."""
+        payload = as_tensor(codec.encode(obj)).to(self.device)
         self.send(torch.tensor([payload.numel()], dtype=torch.int64, device=self.device), dst)
         self.send(payload, dst)
 
-    def recv_object(self, src: int) -> Any:
+    def recv_data(self, src: int) -> Any:
+        """What ``send_data`` sent; ``codec.DecodeError`` if the bytes are not plain data."""
         length = torch.zeros(1, dtype=torch.int64, device=self.device)
         self.recv(length, src)
-        payload = torch.empty(int(length.item()), dtype=torch.uint8, device=self.device)
+        size = int(length.item())
+        if size < 0:
+            raise codec.DecodeError(f"rank {src} announced a payload of {size} bytes")
+        payload = torch.empty(size, dtype=torch.uint8, device=self.device)
         self.recv(payload, src)
-        return _from_bytes(payload.cpu())
+        return codec.decode(payload.cpu().numpy().tobytes())
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release resources; the default has none."""
 
 
-def _to_bytes(obj: Any) -> torch.Tensor:
-    import pickle
-
-    return torch.frombuffer(bytearray(pickle.dumps(obj)), dtype=torch.uint8)
-
-
-def _from_bytes(t: torch.Tensor) -> Any:
-    import pickle
-
-    return pickle.loads(t.numpy().tobytes())
+def as_tensor(payload: bytes) -> torch.Tensor:
+    """Encoded bytes as a uint8 tensor, the form they cross the wire in."""
+    return torch.frombuffer(bytearray(payload), dtype=torch.uint8)

@@ -8,7 +8,6 @@ every pending operation of the others, and the call re-raises the first error.
 
 from __future__ import annotations
 
-import pickle
 import queue
 import threading
 import time
@@ -17,6 +16,7 @@ from typing import Any
 
 import torch
 
+from tessera_ml.comm import codec
 from tessera_ml.comm.base import ByteStats, Communicator, Group, ReduceOp, Work, nbytes
 
 
@@ -164,13 +164,13 @@ class LocalCommunicator(Communicator):
     def barrier(self, group: Group | None = None) -> None:
         self._exchange(self._group(group), None)
 
-    def all_gather_object(self, obj: Any, group: Group | None = None) -> list[Any]:
+    def all_gather_data(self, obj: Any, group: Group | None = None) -> list[Any]:
         g = self._group(group)
-        payload = pickle.dumps(obj)
+        payload = codec.encode(obj)
         values = self._exchange(g, payload)
-        size = len(payload)
-        self.stats.add_group(g.name, sent=(g.size - 1) * size, received=(g.size - 1) * size)
-        return [pickle.loads(v) for v in values]
+        moved = (g.size - 1) * len(payload)
+        self.stats.add_group(g.name, sent=moved, received=moved)
+        return [codec.decode(v) for v in values]
 
     def _group(self, group: Group | None) -> Group:
         g = self._world if group is None else group

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pickle
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -10,7 +9,16 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from tessera_ml.comm.base import ByteStats, Communicator, Group, ReduceOp, Work, nbytes
+from tessera_ml.comm import codec
+from tessera_ml.comm.base import (
+    ByteStats,
+    Communicator,
+    Group,
+    ReduceOp,
+    Work,
+    as_tensor,
+    nbytes,
+)
 
 _OPS = {
     "sum": dist.ReduceOp.SUM,
@@ -147,13 +155,27 @@ class TorchDistCommunicator(Communicator):
     def barrier(self, group: Group | None = None) -> None:
         dist.barrier(group=self._pg(group))
 
-    def all_gather_object(self, obj: Any, group: Group | None = None) -> list[Any]:
+    def all_gather_data(self, obj: Any, group: Group | None = None) -> list[Any]:
         g = self._group(group)
-        out: list[Any] = [None] * g.size
-        dist.all_gather_object(out, obj, group=self._pg(group))
-        size = len(pickle.dumps(obj))
-        self.stats.add_group(g.name, sent=(g.size - 1) * size, received=(g.size - 1) * size)
-        return out
+        payload = codec.encode(obj)
+        length = torch.tensor([len(payload)], dtype=torch.int64, device=self.device)
+        lengths = [torch.empty_like(length) for _ in range(g.size)]
+        dist.all_gather(lengths, length, group=self._pg(group))
+        sizes = [int(t.item()) for t in lengths]
+        if min(sizes) < 0:
+            raise codec.DecodeError(
+                f"a member of {g.name!r} announced a payload of {min(sizes)} bytes"
+            )
+        padded = torch.zeros(max(sizes), dtype=torch.uint8, device=self.device)
+        padded[: len(payload)] = as_tensor(payload).to(self.device)
+        gathered = [torch.empty_like(padded) for _ in range(g.size)]
+        dist.all_gather(gathered, padded, group=self._pg(group))
+        moved = (g.size - 1) * len(payload)
+        self.stats.add_group(g.name, sent=moved, received=moved)
+        return [
+            codec.decode(t[:size].cpu().numpy().tobytes())
+            for t, size in zip(gathered, sizes, strict=True)
+        ]
 
     def close(self) -> None:
         if dist.is_initialized():

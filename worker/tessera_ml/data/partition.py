@@ -97,7 +97,7 @@ def align_across(
     party's row ``i`` is the same sample.
     """
     digests = hash_ids(table.ids, salt)
-    everyone = comm.all_gather_object(digests, group)
+    everyone = comm.all_gather_data(digests, group)
     common = set(everyone[0]).intersection(*everyone[1:])
     mine = {d: i for i, d in enumerate(digests)}
     order = torch.tensor([mine[d] for d in sorted(common)], dtype=torch.int64)

@@ -48,9 +48,8 @@ def agreed_fractions(
     """The target slice fraction per device number, identical on every rank."""
     node, number = topology.locate(comm.rank)
     memory, compute = local_capacity(slot, device)
-    reports: list[DeviceCapacity] = list(
-        comm.all_gather_object(DeviceCapacity(node, number, memory, compute))
-    )
+    gathered = comm.all_gather_data((node, number, memory, compute))
+    reports = [DeviceCapacity(int(n), int(d), float(m), float(c)) for n, d, m, c in gathered]
     k = topology.devices_per_node
     if config.capacities is not None:
         return normalise(config.capacities), reports

@@ -136,7 +136,7 @@ def _features(ctx: RankContext, roles: Roles) -> dict[str, Any]:
     meta = {"n_train": split.train.shape[0], "n_test": split.test.shape[0]}
     meta["n_features"] = split.train.shape[1]
     for r in roles.compute:
-        ctx.comm.send_object(meta, r)
+        ctx.comm.send_data(meta, r)
     _send_shares(ctx, roles, split.train, prec.forward)
     if prec.split:
         _send_shares(ctx, roles, split.train, prec.backward)
@@ -150,7 +150,7 @@ def _labels(ctx: RankContext, roles: Roles) -> dict[str, Any]:
     ref = data.dataset_ref(ctx.slot.dataset, cfg.dataset)
     split, classes = data.labels(ref, ctx.data_root)
     for r in roles.compute:
-        ctx.comm.send_object({"classes": classes}, r)
+        ctx.comm.send_data({"classes": classes}, r)
     onehot = torch.nn.functional.one_hot(split.train, classes).to(torch.float64)
     _send_shares(ctx, roles, onehot, prec.backward)
     accuracy = None
@@ -206,8 +206,8 @@ class _Inputs:
 
 
 def _receive_inputs(ctx: RankContext, roles: Roles, prec: Precision) -> _Inputs:
-    meta = ctx.comm.recv_object(roles.features)
-    classes = int(ctx.comm.recv_object(roles.labels)["classes"])
+    meta = ctx.comm.recv_data(roles.features)
+    classes = int(ctx.comm.recv_data(roles.labels)["classes"])
     n_train, n_test, width = meta["n_train"], meta["n_test"], meta["n_features"]
 
     def recv(rows: int, cols: int, ring: Ring, src: int) -> torch.Tensor:
@@ -436,20 +436,20 @@ def _reveal_model(
             continue
         if t == other:
             if index == 0:
-                ctx.comm.send_object(mine, other)
+                ctx.comm.send_data(mine, other)
             continue
-        ctx.comm.send_object(mine, t)
+        ctx.comm.send_data(mine, t)
     if ctx.rank in targets:
-        theirs = ctx.comm.recv_object(other)
+        theirs = ctx.comm.recv_data(other)
         plain = {k: prec.backward.decode(v + theirs[k]).tolist() for k, v in mine.items()}
     if index == 1 and other in targets:
-        ctx.comm.send_object(mine, other)
+        ctx.comm.send_data(mine, other)
     return plain
 
 
 def _receive_model(ctx: RankContext, roles: Roles) -> dict[str, Any]:
     cfg = _config(ctx)
     prec = _precision(cfg)
-    a = ctx.comm.recv_object(roles.compute[0])
-    b = ctx.comm.recv_object(roles.compute[1])
+    a = ctx.comm.recv_data(roles.compute[0])
+    b = ctx.comm.recv_data(roles.compute[1])
     return {k: prec.backward.decode(v + b[k]).tolist() for k, v in a.items()}

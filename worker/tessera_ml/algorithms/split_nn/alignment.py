@@ -68,27 +68,27 @@ def align_as_label(
 ) -> Alignment:
     salt = os.urandom(SALT_BYTES)
     for r in feature_ranks:
-        comm.send_object(salt, r)
-    received = [comm.recv_object(r) for r in feature_ranks]
+        comm.send_data(salt, r)
+    received = [comm.recv_data(r) for r in feature_ranks]
     train_own, train_theirs = _common_positions(train_ids, [t for t, _ in received], salt)
     test_own, test_theirs = _common_positions(test_ids, [t for _, t in received], salt)
     for r, tr, te in zip(feature_ranks, train_theirs, test_theirs, strict=True):
-        comm.send_object((tr, te), r)
+        comm.send_data((tr, te), r)
     counts = (len(train_own), len(test_own))
     if middle_rank is not None:
-        comm.send_object(counts, middle_rank)
+        comm.send_data(counts, middle_rank)
     return Alignment(train_own, test_own, *counts)
 
 
 def align_as_feature(
     comm: Communicator, train_ids: np.ndarray, test_ids: np.ndarray, label_rank: int
 ) -> Alignment:
-    salt: bytes = comm.recv_object(label_rank)
-    comm.send_object((digests(train_ids, salt), digests(test_ids, salt)), label_rank)
-    train, test = comm.recv_object(label_rank)
+    salt: bytes = comm.recv_data(label_rank)
+    comm.send_data((digests(train_ids, salt), digests(test_ids, salt)), label_rank)
+    train, test = comm.recv_data(label_rank)
     return Alignment(train, test, len(train), len(test))
 
 
 def align_as_middle(comm: Communicator, label_rank: int) -> Alignment:
-    num_train, num_test = comm.recv_object(label_rank)
+    num_train, num_test = comm.recv_data(label_rank)
     return Alignment(None, None, int(num_train), int(num_test))

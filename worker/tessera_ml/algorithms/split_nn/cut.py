@@ -35,11 +35,11 @@ class CutShape:
 
 
 def send_shape(comm: Communicator, peer: int, shape: CutShape) -> None:
-    comm.send_object((shape.dim, shape.dtype, shape.codec), peer)
+    comm.send_data((shape.dim, shape.dtype, shape.codec), peer)
 
 
 def recv_shape(comm: Communicator, peer: int, *, dtype: str, codec: str) -> CutShape:
-    dim, their_dtype, their_codec = comm.recv_object(peer)
+    dim, their_dtype, their_codec = comm.recv_data(peer)
     if their_dtype != dtype or their_codec != codec:
         raise CutError(
             "cut_mismatch",
