@@ -1,5 +1,7 @@
 // End-to-end checks of the dashboard in headless Chromium against a running control plane
-// and worker. Usage: BASE_URL=… ADMIN_TOKEN=… [SCREENSHOT=path] node e2e/dashboard.mjs
+// and worker. Usage: BASE_URL=… ADMIN_TOKEN=… [CREATOR_TOKEN=… APPROVER_TOKEN=…] [SCREENSHOT=path]
+// node e2e/dashboard.mjs. With the two party tokens (e.g. alice's and carol's) it also checks
+// consent: a job of the creator's that waits for the approver, answered in the browser.
 // Prints one line per check and "N passed, N failed" at the end; exits non-zero on failure.
 import { chromium } from "playwright-core";
 
@@ -11,6 +13,8 @@ const LONG_CONFIG = JSON.parse(process.env.LONG_JOB_CONFIG ?? "{}");
 const ALGORITHM = process.env.ALGORITHM ?? "ddp";
 const SECOND_PARTY = process.env.SECOND_PARTY ?? "bob";
 const TIMEOUT = Number(process.env.JOB_TIMEOUT_MS ?? 120000);
+const CREATOR_TOKEN = process.env.CREATOR_TOKEN;
+const APPROVER_TOKEN = process.env.APPROVER_TOKEN;
 if (!ADMIN_TOKEN) throw new Error("ADMIN_TOKEN is required");
 
 const browser = await chromium.launch({
@@ -113,6 +117,85 @@ await check("cancel a running job", async () => {
   await page.getByRole("button", { name: "Cancel" }).click();
   await waitForStatus("cancelled", 30000);
 });
+
+/** A call to the control plane's API with a given token; throws the problem's detail on failure. */
+async function apiCall(token, method, path, body) {
+  const res = await fetch(`${BASE_URL}/api/v1${path}`, {
+    method,
+    headers: { Authorization: `Bearer ${token}`, "Content-Type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const data = res.status === 204 ? null : await res.json();
+  if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${data?.detail ?? JSON.stringify(data)}`);
+  return data;
+}
+
+/** As the creator, through the API: a job naming the creator and the approver, one per role row. */
+async function createJobNeedingApproval(name) {
+  const creator = (await apiCall(CREATOR_TOKEN, "GET", "/me")).name;
+  const approver = (await apiCall(APPROVER_TOKEN, "GET", "/me")).name;
+  const algorithm = (await apiCall(ADMIN_TOKEN, "GET", "/algorithms")).find((a) => a.name === ALGORITHM);
+  const role = algorithm.roles[0].name;
+  const job = await apiCall(CREATOR_TOKEN, "POST", "/jobs", {
+    name,
+    algorithm: ALGORITHM,
+    config: JOB_CONFIG,
+    assignments: [creator, approver].map((party) => ({ party, role })),
+  });
+  if (job.status !== "pending" || !job.waiting_for.includes(approver)) {
+    throw new Error(`expected ${name} pending on ${approver}: ${job.status} ${job.status_reason}`);
+  }
+  return { job, approver };
+}
+
+async function signInAs(token) {
+  await page.goto(`${BASE_URL}/jobs`);
+  await page.getByRole("button", { name: "Sign out" }).click();
+  await page.getByLabel("Access token").fill(token);
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await page.getByRole("heading", { name: "Jobs" }).waitFor();
+}
+
+if (CREATOR_TOKEN && APPROVER_TOKEN) {
+  const asked = [];
+  const approver = (await apiCall(APPROVER_TOKEN, "GET", "/me")).name;
+  const policy = await apiCall(APPROVER_TOKEN, "GET", `/parties/${approver}/policy`);
+  await check("a party approves a job waiting for it from its list; the job leaves pending", async () => {
+    // the demo parties approve each other unasked: the approver now wants to be asked
+    await apiCall(APPROVER_TOKEN, "PUT", `/parties/${approver}/policy`, { ...policy, auto_approve_from: [] });
+    const { job } = await createJobNeedingApproval("e2e-consent");
+    asked.push(job.id);
+    await signInAs(APPROVER_TOKEN);
+    const list = page.getByRole("table", { name: "Waiting for your approval" });
+    await list.getByRole("link", { name: "e2e-consent" }).waitFor();
+    await page.getByTestId("awaiting-badge").waitFor();
+    await list.getByRole("button", { name: "Approve e2e-consent" }).click();
+    await page.getByRole("status").filter({ hasText: "Approved e2e-consent" }).waitFor();
+    await list.getByRole("link", { name: "e2e-consent" }).waitFor({ state: "detached" });
+    await page.goto(`${BASE_URL}/jobs/${job.id}`);
+    await page.locator(`h2 .chip:not([data-status="pending"])`).waitFor();
+    const row = page.getByRole("table", { name: "Approvals by party" }).locator(`tr[data-party="${approver}"]`);
+    await row.getByText("approved").waitFor();
+  });
+
+  await check("a party rejects a job on its page with a reason; the job ends rejected", async () => {
+    const { job } = await createJobNeedingApproval("e2e-refused");
+    asked.push(job.id);
+    await page.goto(`${BASE_URL}/jobs/${job.id}`);
+    await page.getByText("Your approval is needed").waitFor();
+    await page.getByRole("button", { name: "Reject e2e-refused" }).click();
+    await page.getByLabel("Reason for rejecting e2e-refused").fill("not with this data");
+    await page.getByRole("button", { name: "Confirm reject" }).click();
+    await waitForStatus("rejected", 30000);
+    await page.getByText(`rejected by ${approver}: not with this data`).first().waitFor();
+  });
+
+  // the approved job may wait for a worker the approver lacks: stop it, give the approver its
+  // policy back, and sign back in as the admin
+  for (const id of asked) await apiCall(ADMIN_TOKEN, "POST", `/jobs/${id}/cancel`).catch(() => {});
+  await apiCall(APPROVER_TOKEN, "PUT", `/parties/${approver}/policy`, policy).catch(() => {});
+  await signInAs(ADMIN_TOKEN).catch(() => {});
+}
 
 await check("the dashboard made no external network request", async () => {
   if (external.length) throw new Error(`external requests: ${external.join(", ")}`);

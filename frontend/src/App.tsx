@@ -1,6 +1,7 @@
 import { useState } from "react";
 import { Navigate, NavLink, Route, Routes, useLocation } from "react-router-dom";
 import { useAuth } from "./auth";
+import { useAwaitingApproval } from "./hooks/approvals";
 import { ComparePage } from "./pages/ComparePage";
 import { JobDetailPage } from "./pages/JobDetailPage";
 import { JobsPage } from "./pages/JobsPage";
@@ -31,7 +32,9 @@ export function App() {
       <aside className="sidebar">
         <h1>Tessera</h1>
         <nav aria-label="Main">
-          <NavLink to="/jobs" end>Jobs</NavLink>
+          <NavLink to="/jobs" end>
+            Jobs <AwaitingBadge isAdmin={identity.isAdmin} />
+          </NavLink>
           <NavLink to="/jobs/new">New job</NavLink>
           <NavLink to="/compare">Compare</NavLink>
           <NavLink to="/parties">Parties &amp; workers</NavLink>
@@ -61,5 +64,19 @@ export function App() {
         </Routes>
       </main>
     </div>
+  );
+}
+
+/** How many jobs wait for the signed-in party's answer (the admin: for any party's). */
+function AwaitingBadge({ isAdmin }: { isAdmin: boolean }) {
+  const awaiting = useAwaitingApproval();
+  const count = awaiting.data?.count ?? 0;
+  if (count === 0) return null;
+  const label = `${count} job${count > 1 ? "s" : ""} waiting for ${isAdmin ? "approval" : "your approval"}`;
+  return (
+    <span className="badge" title={label} data-testid="awaiting-badge">
+      {count}
+      <span className="visually-hidden"> ({label})</span>
+    </span>
   );
 }

@@ -1,8 +1,10 @@
 """The dashboard in headless Chromium against a real control plane and real local workers.
 
-Starts ``tessera up`` (API, dashboard, one worker per demo party, embedded broker) and runs
-``frontend/e2e/dashboard.mjs``: sign in, a validation error for a bad configuration, a job
-created through the form that succeeds with points on its loss chart, and a cancelled job.
+Starts ``tessera up`` (API, dashboard, workers for alice and bob, embedded broker; carol is a
+party without a worker) and runs ``frontend/e2e/dashboard.mjs``: sign in, a validation error for
+a bad configuration, a job created through the form that succeeds with points on its loss chart,
+a cancelled job, and consent: with carol's policy set to ask her, a job of alice's waits for
+carol, who approves one from her waiting list and rejects another on its page.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ ROOT = Path(__file__).resolve().parents[2]
 FRONTEND = ROOT / "frontend"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 TOKEN = "browser-test-admin-token-0123456789"
+# fixed demo party tokens (``tessera up`` takes TESSERA_TOKEN_<PARTY>): the script acts as them
+PARTY_TOKENS = {
+    "alice": "tsp_browser-test-alice-0123456789",
+    "carol": "tsp_browser-test-carol-0123456789",
+}
 
 pytestmark = pytest.mark.browser
 
@@ -52,6 +59,7 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         "TESSERA_ADMIN_TOKEN": TOKEN,
         "TESSERA_DATABASE_URL": "",
         "TESSERA_BROKER_URL": "",
+        **{f"TESSERA_TOKEN_{name.upper()}": token for name, token in PARTY_TOKENS.items()},
     }
     env = {k: v for k, v in env.items() if v != ""}
     proc = subprocess.Popen(
@@ -63,7 +71,7 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             "--port",
             str(port),
             "--parties",
-            "alice,bob",
+            "alice,bob,carol",
             "--workers",
             "alice,bob",
         ],
@@ -110,6 +118,8 @@ def test_dashboard_end_to_end(system: str, tmp_path: Path) -> None:
         "CHROMIUM": CHROMIUM,
         "ALGORITHM": "ddp",
         "SECOND_PARTY": "bob",
+        "CREATOR_TOKEN": PARTY_TOKENS["alice"],
+        "APPROVER_TOKEN": PARTY_TOKENS["carol"],
         "JOB_CONFIG": json.dumps({"steps": 30, "log_interval": 5}),
         "LONG_JOB_CONFIG": json.dumps({"steps": 1_000_000}),
         "SCREENSHOT": str(tmp_path / "job-detail.png"),
@@ -124,5 +134,5 @@ def test_dashboard_end_to_end(system: str, tmp_path: Path) -> None:
     )
     print(result.stdout, result.stderr)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "5 passed, 0 failed" in result.stdout
+    assert "7 passed, 0 failed" in result.stdout
     assert (tmp_path / "job-detail.png").stat().st_size > 10_000

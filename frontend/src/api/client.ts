@@ -8,6 +8,8 @@ export type AlgorithmPublic = Schemas["AlgorithmPublic"];
 export type PartyPublic = Schemas["PartyPublic"];
 export type WorkerPublic = Schemas["WorkerPublic"];
 export type Series = Schemas["Series"];
+export type ApprovalPublic = Schemas["ApprovalPublic"];
+export type PartyPolicy = Schemas["PartyPolicy"];
 
 /** Every error the control plane returns: RFC 9457 problem details with a stable code. */
 export interface Problem {
@@ -45,7 +47,11 @@ const auth: Middleware = {
   },
 };
 
-export const api = createClient<paths>({ baseUrl: typeof window === "undefined" ? "http://localhost" : window.location.origin });
+export const api = createClient<paths>({
+  baseUrl: typeof window === "undefined" ? "http://localhost" : window.location.origin,
+  // looked up per request, so tests can stub the global fetch
+  fetch: (request: Request) => globalThis.fetch(request),
+});
 api.use(auth);
 
 /** The data of a response, or an ApiError carrying the problem details. */

@@ -8,14 +8,19 @@ const TONE: Record<string, string> = {
   succeeded: "ok",
   failed: "bad",
   cancelled: "warn",
+  rejected: "rejected",
+  approved: "ok",
   online: "ok",
   offline: "neutral",
 };
 
-export function StatusChip({ status }: { status: string }) {
+/** A status as a coloured chip; a reason (e.g. "waiting for approval by carol") rides along as its tooltip. */
+export function StatusChip({ status, reason }: { status: string; reason?: string | null }) {
+  const tone = status === "pending" && reason?.startsWith("waiting for approval") ? "awaiting" : (TONE[status] ?? "neutral");
   return (
-    <span className={`chip chip-${TONE[status] ?? "neutral"}`} data-status={status}>
+    <span className={`chip chip-${tone}`} data-status={status} title={reason || undefined}>
       {status}
+      {reason && <span className="visually-hidden">: {reason}</span>}
     </span>
   );
 }

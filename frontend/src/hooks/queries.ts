@@ -24,8 +24,8 @@ export function useWorkers(refetchMs = 5000) {
   });
 }
 
-export const TERMINAL = new Set(["succeeded", "failed", "cancelled"]);
-export const JOB_STATUSES = ["pending", "queued", "running", "cancelling", "succeeded", "failed", "cancelled"] as const;
+export const TERMINAL = new Set(["succeeded", "failed", "cancelled", "rejected"]);
+export const JOB_STATUSES = ["pending", "queued", "running", "cancelling", "succeeded", "failed", "cancelled", "rejected"] as const;
 
 export function formatTime(iso: string | null | undefined): string {
   if (!iso) return "—";

@@ -3,7 +3,7 @@ import { useEffect } from "react";
 import { getToken } from "../api/client";
 import { followEvents } from "./sse";
 
-/** Keeps a job's queries fresh from its event stream: status changes and new metric points. */
+/** Keeps a job's queries fresh from its event stream: status changes, approvals and new metric points. */
 export function useJobEvents(jobId: string, live: boolean): void {
   const queryClient = useQueryClient();
   useEffect(() => {
@@ -27,6 +27,8 @@ export function useJobEvents(jobId: string, live: boolean): void {
           void queryClient.invalidateQueries({ queryKey: ["job", jobId] });
           void queryClient.invalidateQueries({ queryKey: ["transitions", jobId] });
           if (ev.event === "checkpoint") void queryClient.invalidateQueries({ queryKey: ["checkpoints", jobId] });
+          // a party answered: the job's approvals, and the waiting lists, changed
+          if (ev.event === "approval") void queryClient.invalidateQueries({ queryKey: ["jobs"] });
         }
       },
     });

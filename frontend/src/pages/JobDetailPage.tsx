@@ -2,6 +2,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useCallback, useState } from "react";
 import { useParams } from "react-router-dom";
 import { api, errorText, unwrap, type JobPublic } from "../api/client";
+import { JobApprovals } from "../components/JobApprovals";
 import { LogViewer } from "../components/LogViewer";
 import { MetricCharts } from "../components/MetricCharts";
 import { StatusChip } from "../components/StatusChip";
@@ -65,12 +66,13 @@ export function JobDetailPage() {
   const attempt = j.attempts[j.attempts.length - 1];
   const steps = [...new Set(checkpoints.data?.map((c) => c.step) ?? [])].sort((a, b) => b - a);
   const bytesNow = lastValues(metrics.data?.series ?? [], "bytes_sent");
+  const approvalsFirst = j.status === "pending" || j.status === "rejected";
 
   return (
     <>
       <div className="row spread">
         <h2>
-          {j.name} <StatusChip status={j.status} />
+          {j.name} <StatusChip status={j.status} reason={j.status === "pending" ? j.status_reason : null} />
         </h2>
         <div className="row">
           {!TERMINAL.has(j.status) && j.status !== "cancelling" && (
@@ -103,6 +105,8 @@ export function JobDetailPage() {
         <span className="mono">{j.algorithm}</span> · created {formatTime(j.created_at)} by {j.creator}
         {j.status_reason && <> · {j.status_reason}</>}
       </p>
+      {/* while consent is the question, the answers come first; afterwards below the tasks */}
+      {approvalsFirst && <JobApprovals job={j} />}
 
       <section aria-label="Charts">
         <MetricCharts series={metrics.data?.series ?? []} rankLabel={rankLabel} />
@@ -144,6 +148,8 @@ export function JobDetailPage() {
           </tbody>
         </table>
       </section>
+
+      {!approvalsFirst && <JobApprovals job={j} />}
 
       <LogViewer jobId={jobId} taskIds={attempt?.tasks.map((t) => t.id) ?? []} live={live} />
 

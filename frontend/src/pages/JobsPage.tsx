@@ -1,6 +1,7 @@
 import { keepPreviousData, useQuery } from "@tanstack/react-query";
 import { Link, useSearchParams } from "react-router-dom";
 import { api, errorText, unwrap } from "../api/client";
+import { AwaitingApprovals } from "../components/AwaitingApprovals";
 import { StatusChip } from "../components/StatusChip";
 import { formatTime, JOB_STATUSES, useAlgorithms, useParties } from "../hooks/queries";
 
@@ -54,6 +55,7 @@ export function JobsPage() {
           New job
         </Link>
       </div>
+      <AwaitingApprovals />
       <div className="panel row" role="search">
         <label>
           <span className="visually-hidden">Search by name</span>
@@ -108,7 +110,7 @@ export function JobsPage() {
                 </td>
                 <td className="mono">{j.algorithm}</td>
                 <td>
-                  <StatusChip status={j.status} />
+                  <StatusChip status={j.status} reason={j.status === "pending" ? j.status_reason : null} />
                 </td>
                 <td>{j.parties.join(", ")}</td>
                 <td>{formatTime(j.created_at)}</td>

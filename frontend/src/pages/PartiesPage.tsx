@@ -3,6 +3,7 @@ import { useState, type FormEvent } from "react";
 import { Link } from "react-router-dom";
 import { api, errorText, fieldErrors, unwrap, type Schemas } from "../api/client";
 import { useAuth } from "../auth";
+import { PolicyPanel } from "../components/PolicyEditor";
 import { StatusChip } from "../components/StatusChip";
 import { ago, formatBytes, useParties, useWorkers } from "../hooks/queries";
 
@@ -10,6 +11,7 @@ export function PartiesPage() {
   const { identity } = useAuth();
   const parties = useParties();
   const workers = useWorkers(3000);
+  const names = parties.data?.data.map((p) => p.name) ?? [];
   return (
     <>
       <h2>Parties &amp; workers</h2>
@@ -26,6 +28,9 @@ export function PartiesPage() {
               {p.disabled && <StatusChip status="disabled" />}
             </div>
             {p.description && <p>{p.description}</p>}
+            {(identity?.isAdmin || identity?.name === p.name) && (
+              <PolicyPanel party={p.name} knownParties={names} open={identity?.name === p.name} />
+            )}
             <div style={{ overflowX: "auto" }}>
               <table aria-label={`Workers of ${p.name}`}>
                 <thead>
