@@ -8,6 +8,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi.routing import APIRoute
 
 from tessera_api import __version__
+from tessera_api.certificates import CertificateService
 from tessera_api.db import make_engine, make_session_factory
 from tessera_api.dispatch import Dispatcher, QueueDispatcher
 from tessera_api.errors import install_error_handlers
@@ -54,6 +55,7 @@ def create_app(
     app.state.session_factory = make_session_factory(engine)
     app.state.dispatcher = dispatcher or QueueDispatcher()
     app.state.specs = dict(specs) if specs is not None else all_specs()
+    app.state.certificates = CertificateService(settings.resolved_ca_dir)
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit)
     app.include_router(api_router())

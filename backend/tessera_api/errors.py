@@ -54,6 +54,19 @@ class ApiError(Exception):
         self.errors = errors
 
 
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` declaring that a route answers these statuses with a problem."""
+    schema = {"$ref": "#/components/schemas/Problem"}
+    return {
+        status: {
+            "model": Problem,
+            "description": HTTPStatus(status).phrase,
+            "content": {PROBLEM_MEDIA_TYPE: {"schema": schema}},
+        }
+        for status in statuses
+    }
+
+
 def not_found(what: str, key: str) -> ApiError:
     return ApiError(404, "not_found", f"{what} {key!r} does not exist")
 

@@ -110,6 +110,11 @@ class WorkerRegister(Strict):
     memory_bytes: Annotated[int, Field(ge=0, le=2**62)]
     torch_version: Annotated[str, Field(max_length=64)] = ""
     accelerators: list[Accelerator] = Field(default_factory=list, max_length=64)
+    csr: Annotated[str, Field(max_length=10_000)] | None = Field(
+        default=None,
+        description="A PEM certificate request for the worker's own key; the reply carries "
+        "the certificate naming the worker's party",
+    )
 
 
 class WorkerTaskPublic(BaseModel):
@@ -134,6 +139,14 @@ class WorkerPublic(BaseModel):
     last_heartbeat: datetime
     online: bool
     running_tasks: list[WorkerTaskPublic] = Field(default_factory=list)
+    certificate_expires_at: datetime | None = Field(
+        default=None, description="When the worker's certificate expires (null: it has none)"
+    )
+
+
+class WorkerRegistered(WorkerPublic):
+    certificate: str | None = Field(description="The worker's certificate (PEM), if it asked")
+    ca_certificate: str = Field(description="The deployment's authority (PEM) to verify peers")
 
 
 class Heartbeat(Strict):
@@ -272,6 +285,29 @@ class RendezvousIn(Strict):
 class Rendezvous(BaseModel):
     host: str
     port: int
+    secret: str = Field(
+        description="What a rank presents to the store; only the attempt's workers see it"
+    )
+
+
+class TaskCredentialsIn(Strict):
+    csr: Annotated[str, Field(min_length=1, max_length=10_000)] = Field(
+        description="A PEM certificate request for a key made for this task alone"
+    )
+    signature: Annotated[str, Field(min_length=1, max_length=1_000)] = Field(
+        description="Base64 ECDSA signature, with the worker's own key, over the request's "
+        "bytes, a newline and the task id"
+    )
+
+
+class TaskCredentials(BaseModel):
+    token: str = Field(
+        description="The task's credential: its ranks report metrics, logs and checkpoints "
+        "with it; refused once the task has ended"
+    )
+    certificate: str = Field(description="Names the task's party and attempt (PEM)")
+    ca_certificate: str
+    expires_at: datetime
 
 
 class TaskStatusIn(Strict):
@@ -285,6 +321,8 @@ class LaunchDescription(BaseModel):
     task_id: str
     job_id: str
     attempt: int
+    attempt_id: str
+    approved: bool = Field(description="Whether this task's party approved the job")
     algorithm: str
     config: dict[str, Any]
     plan: list[dict[str, Any]]

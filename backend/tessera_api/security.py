@@ -10,10 +10,16 @@ from dataclasses import dataclass
 from tessera_api.models import Party
 
 PARTY_TOKEN_PREFIX = "tsp_"
+TASK_TOKEN_PREFIX = "tst_"
 
 
 def new_party_token() -> str:
     return PARTY_TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def new_task_token() -> str:
+    """A task's own credential: its ranks report with it, and it dies with the task."""
+    return TASK_TOKEN_PREFIX + secrets.token_urlsafe(32)
 
 
 def hash_token(token: str) -> str:
@@ -26,9 +32,10 @@ def same_secret(given: str, expected: str) -> bool:
 
 @dataclass(frozen=True)
 class Caller:
-    """Who is calling: the admin, or one party."""
+    """Who is calling: the admin, one party, or one task of a party (its ranks' credential)."""
 
     party: Party | None
+    task_id: str | None = None
 
     @property
     def is_admin(self) -> bool:

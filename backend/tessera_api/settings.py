@@ -36,6 +36,11 @@ class Settings(BaseSettings):
     worker_offline_after_s: float = Field(default=30.0, gt=0)
     task_start_timeout_s: float = Field(default=300.0, gt=0)
     frontend_dist: Path | None = None
+    ca_dir: Path | None = Field(
+        default=None,
+        description="Where the deployment's certificate authority lives (default: home/ca); "
+        "replicas of the control plane must share it",
+    )
 
     @model_validator(mode="after")
     def _refuse_default_secret(self) -> Self:
@@ -48,6 +53,10 @@ class Settings(BaseSettings):
         if not self.admin_token:
             raise ValueError("TESSERA_ADMIN_TOKEN must not be empty")
         return self
+
+    @property
+    def resolved_ca_dir(self) -> Path:
+        return self.ca_dir if self.ca_dir is not None else self.home / "ca"
 
     @property
     def resolved_database_url(self) -> str:

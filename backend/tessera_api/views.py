@@ -48,6 +48,7 @@ def worker_public(
         last_heartbeat=worker.last_heartbeat,
         online=online,
         running_tasks=list(running_tasks),
+        certificate_expires_at=worker.certificate_expires_at,
     )
 
 

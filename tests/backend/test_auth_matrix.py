@@ -90,6 +90,14 @@ ROUTES: list[
     ("POST", "/tasks/{task}/status", lambda w: {"status": "running"}, DENIED, OK, DENIED),
     (
         "POST",
+        "/tasks/{task}/credentials",
+        lambda w: {"csr": "-----BEGIN CERTIFICATE REQUEST-----", "signature": "c2ln"},
+        DENIED,
+        OK,
+        DENIED,
+    ),
+    (
+        "POST",
         "/jobs/{job}/metrics",
         lambda w: {
             "task_id": w.alice_task,

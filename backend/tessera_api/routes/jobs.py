@@ -9,6 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from tessera_api.deps import DispatcherDep, Principal, SessionDep, SpecsDep
+from tessera_api.errors import problem_responses
 from tessera_api.models import StatusTransition
 from tessera_api.routes.paging import Limit, Offset
 from tessera_api.schemas import (
@@ -142,7 +143,7 @@ def retry_job(
     return job_public(job)
 
 
-@router.post("/{job_id}/approve")
+@router.post("/{job_id}/approve", responses=problem_responses(401, 403, 404, 409))
 def approve_job(
     job_id: str,
     caller: Principal,
@@ -162,7 +163,7 @@ def approve_job(
     return job_public(job)
 
 
-@router.post("/{job_id}/reject")
+@router.post("/{job_id}/reject", responses=problem_responses(401, 403, 404, 409))
 def reject_job(
     job_id: str,
     caller: Principal,

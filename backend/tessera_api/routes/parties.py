@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from tessera_api.deps import Admin, Principal, SessionDep, SpecsDep
+from tessera_api.errors import problem_responses
 from tessera_api.routes.paging import Limit, Offset
 from tessera_api.schemas import (
     Page,
@@ -63,13 +64,13 @@ def disable_party(name: str, caller: Admin, session: SessionDep) -> PartyPublic:
     return party_public(party)
 
 
-@router.get("/{name}/policy")
+@router.get("/{name}/policy", responses=problem_responses(401, 403, 404))
 def get_policy(name: str, caller: Principal, session: SessionDep) -> PartyPolicy:
     """Get a party's policy: whose jobs it approves unasked, what its workers may run."""
     return policy.policy_of(parties.get_party(session, name=name, caller=caller))
 
 
-@router.put("/{name}/policy")
+@router.put("/{name}/policy", responses=problem_responses(401, 403, 404, 422))
 def put_policy(
     name: str, policy_in: PartyPolicy, caller: Principal, session: SessionDep, specs: SpecsDep
 ) -> PartyPolicy:

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
-from tessera_api.deps import PartyCaller, Principal, SessionDep
-from tessera_api.schemas import LaunchDescription, RendezvousIn, TaskPublic, TaskStatusIn
+from tessera_api.deps import CertificatesDep, PartyCaller, Principal, SessionDep
+from tessera_api.errors import problem_responses
+from tessera_api.schemas import (
+    LaunchDescription,
+    RendezvousIn,
+    TaskCredentials,
+    TaskCredentialsIn,
+    TaskPublic,
+    TaskStatusIn,
+)
 from tessera_api.services import lifecycle, tasks
 from tessera_api.states import TaskStatus
 from tessera_api.views import task_public
@@ -29,6 +37,21 @@ def set_rendezvous(
     tasks.set_rendezvous(session, task=task, rendezvous=rendezvous)
     session.commit()
     return Response(status_code=204)
+
+
+@router.post("/{task_id}/credentials", responses=problem_responses(401, 403, 404, 409, 422))
+def issue_credentials(
+    task_id: str,
+    request: TaskCredentialsIn,
+    caller: PartyCaller,
+    session: SessionDep,
+    certificates: CertificatesDep,
+) -> TaskCredentials:
+    """Issue a task's certificate (its party and attempt) and its ranks' reporting token."""
+    task = tasks.get_task(session, task_id=task_id, caller=caller)
+    issued = tasks.issue_credentials(session, task=task, request=request, certificates=certificates)
+    session.commit()
+    return issued
 
 
 @router.post("/{task_id}/status")

@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 from sqlalchemy import select
 
-from tessera_api.deps import Principal, SessionDep
+from tessera_api.deps import Principal, SessionDep, TaskReporter
 from tessera_api.errors import not_found
 from tessera_api.models import Attempt
 from tessera_api.routes.paging import Offset
@@ -30,7 +30,7 @@ router = APIRouter(prefix="/jobs/{job_id}", tags=["telemetry"])
 
 @router.post("/metrics", status_code=204)
 def ingest_metrics(
-    job_id: str, batch: MetricBatch, caller: Principal, session: SessionDep
+    job_id: str, batch: MetricBatch, caller: TaskReporter, session: SessionDep
 ) -> Response:
     """Store a batch of metric points reported by one task's ranks."""
     task = task_of_job(session, job_id=job_id, task_id=batch.task_id, caller=caller)
@@ -72,7 +72,9 @@ def query_metrics(
 
 
 @router.post("/logs", status_code=204)
-def ingest_logs(job_id: str, batch: LogBatch, caller: Principal, session: SessionDep) -> Response:
+def ingest_logs(
+    job_id: str, batch: LogBatch, caller: TaskReporter, session: SessionDep
+) -> Response:
     """Store a batch of log lines from one task's ranks."""
     task = task_of_job(session, job_id=job_id, task_id=batch.task_id, caller=caller)
     telemetry.ingest_logs(session, job_id=job_id, task=task, lines=batch.lines)
@@ -98,7 +100,7 @@ def read_logs(
 
 @router.post("/checkpoints", status_code=204)
 def record_checkpoint(
-    job_id: str, checkpoint: CheckpointIn, caller: Principal, session: SessionDep
+    job_id: str, checkpoint: CheckpointIn, caller: TaskReporter, session: SessionDep
 ) -> Response:
     """Record that a rank wrote a checkpoint."""
     task = task_of_job(session, job_id=job_id, task_id=checkpoint.task_id, caller=caller)

@@ -6,25 +6,43 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from tessera_api.deps import PartyCaller, Principal, SessionDep, SettingsDep
+from tessera_api.deps import CertificatesDep, PartyCaller, Principal, SessionDep, SettingsDep
+from tessera_api.errors import problem_responses
 from tessera_api.models import utcnow
 from tessera_api.routes.paging import Limit, Offset
-from tessera_api.schemas import Heartbeat, HeartbeatReply, Page, WorkerPublic, WorkerRegister
+from tessera_api.schemas import (
+    Heartbeat,
+    HeartbeatReply,
+    Page,
+    WorkerPublic,
+    WorkerRegister,
+    WorkerRegistered,
+)
 from tessera_api.services import workers
 from tessera_api.views import worker_public
 
 router = APIRouter(prefix="/workers", tags=["workers"])
 
 
-@router.post("", status_code=201)
+@router.post("", status_code=201, responses=problem_responses(401, 403, 422))
 def register_worker(
-    worker_in: WorkerRegister, caller: PartyCaller, session: SessionDep
-) -> WorkerPublic:
-    """Register a worker of the calling party (same hostname again: update it)."""
+    worker_in: WorkerRegister,
+    caller: PartyCaller,
+    session: SessionDep,
+    certificates: CertificatesDep,
+) -> WorkerRegistered:
+    """Register a worker of the calling party (same hostname: update it), certifying its key."""
     assert caller.party is not None
     worker = workers.register_worker(session, party=caller.party, worker_in=worker_in)
+    certificate = None
+    if worker_in.csr is not None:
+        certificate = workers.certify(session, worker=worker, csr=worker_in.csr, certs=certificates)
     session.commit()
-    return worker_public(worker, online=True)
+    return WorkerRegistered(
+        **worker_public(worker, online=True).model_dump(),
+        certificate=certificate,
+        ca_certificate=certificates.ca_pem,
+    )
 
 
 @router.get("")

@@ -6,6 +6,7 @@ These are the functions a scheduler calls; each keeps job, attempt and tasks con
 from __future__ import annotations
 
 import re
+import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -132,6 +133,7 @@ def start_attempt(session: Session, *, job_id: str, placements: Sequence[Placeme
         raise conflict("illegal_transition", f"job {job_id} is {job.status}; it cannot start")
     attempt = current_attempt(job)
     _check_placements(session, attempt=attempt, placements=placements)
+    attempt.rendezvous_secret = secrets.token_hex(32)
     for placement in placements:
         party = session.scalars(select(Party).where(Party.name == placement.party)).one()
         task = Task(

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from tessera_api.errors import Loc, conflict, forbidden, invalid, not_found
-from tessera_api.models import Job, Task
+from tessera_api.certificates import TASK_DAYS, CertificateService
+from tessera_api.errors import ApiError, Loc, conflict, forbidden, invalid, not_found
+from tessera_api.models import Job, Task, Worker
 from tessera_api.schemas import (
     LaunchDescription,
     Rendezvous,
     RendezvousIn,
+    TaskCredentials,
+    TaskCredentialsIn,
 )
-from tessera_api.security import Caller
-from tessera_api.states import AttemptStatus
+from tessera_api.security import Caller, hash_token, new_task_token
+from tessera_api.states import TASK_TERMINAL, AttemptStatus, Decision, TaskStatus
 from tessera_api.views import rank_roles, resume_point, task_public
+from tessera_ml.security.pki import CertificateError, Identity, load_cert, verify
 
 
 def get_task(session: Session, *, task_id: str, caller: Caller) -> Task:
@@ -37,6 +41,8 @@ def check_hosted(task: Task, rank: int, loc: Loc) -> None:
 
 
 def task_of_job(session: Session, *, job_id: str, task_id: str, caller: Caller) -> Task:
+    if caller.task_id is not None and caller.task_id != task_id:
+        raise forbidden(f"the credential of task {caller.task_id} may not report for {task_id}")
     task = get_task(session, task_id=task_id, caller=caller)
     if task.attempt.job_id != job_id:
         raise not_found("task", task_id)
@@ -51,11 +57,20 @@ def launch_description(session: Session, *, task: Task) -> LaunchDescription:
     all_cuda = bool(devices) and all(d.startswith("cuda") for d in devices)
     rendezvous = None
     if attempt.rendezvous_host is not None and attempt.rendezvous_port is not None:
-        rendezvous = Rendezvous(host=attempt.rendezvous_host, port=attempt.rendezvous_port)
+        rendezvous = Rendezvous(
+            host=attempt.rendezvous_host,
+            port=attempt.rendezvous_port,
+            secret=attempt.rendezvous_secret or "",
+        )
+    approved = any(
+        a.party_id == task.party_id and a.decision == Decision.approved for a in job.approvals
+    )
     return LaunchDescription(
         task_id=task.id,
         job_id=job.id,
         attempt=attempt.number,
+        attempt_id=attempt.id,
+        approved=approved,
         algorithm=job.algorithm,
         config=job.config,
         plan=attempt.plan,
@@ -78,3 +93,49 @@ def set_rendezvous(session: Session, *, task: Task, rendezvous: RendezvousIn) ->
     attempt.rendezvous_host = rendezvous.host
     attempt.rendezvous_port = rendezvous.port
     session.flush()
+
+
+def issue_credentials(
+    session: Session,
+    *,
+    task: Task,
+    request: TaskCredentialsIn,
+    certificates: CertificateService,
+) -> TaskCredentials:
+    """A certificate naming the task's party and attempt, and the task's reporting token.
+
+    Only the worker the task was placed on can ask: the request must be signed with the key of
+    that worker's certificate. Asking again replaces the token."""
+    if TaskStatus(task.status) in TASK_TERMINAL:
+        raise conflict("task_finished", f"task {task.id} is {task.status}")
+    attempt = task.attempt
+    if AttemptStatus(attempt.status) is not AttemptStatus.running:
+        raise conflict("attempt_not_running", f"attempt {attempt.number} is {attempt.status}")
+    worker = session.get(Worker, task.worker_id)
+    assert worker is not None
+    if worker.certificate is None:
+        raise conflict(
+            "no_worker_certificate",
+            f"worker {worker.hostname} registered without a certificate request; restart it",
+        )
+    signed = request.csr.encode() + b"\n" + task.id.encode()
+    if not verify(load_cert(worker.certificate), signed, request.signature):
+        raise ApiError(
+            403,
+            "bad_signature",
+            f"the request is not signed with the key of worker {worker.hostname}'s certificate",
+        )
+    identity = Identity(task.party.name, attempt=attempt.id, worker=worker.id)
+    try:
+        certificate, expires = certificates.issue(request.csr, identity, TASK_DAYS)
+    except CertificateError as exc:
+        raise invalid("invalid_csr", str(exc), ("body", "csr")) from exc
+    token = new_task_token()
+    task.credential_hash = hash_token(token)
+    session.flush()
+    return TaskCredentials(
+        token=token,
+        certificate=certificate,
+        ca_certificate=certificates.ca_pem,
+        expires_at=expires,
+    )

@@ -8,11 +8,13 @@ from datetime import datetime, timedelta
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from tessera_api.errors import forbidden, not_found
+from tessera_api.certificates import WORKER_DAYS, CertificateService
+from tessera_api.errors import forbidden, invalid, not_found
 from tessera_api.models import Attempt, Job, Party, Task, Worker, utcnow
 from tessera_api.schemas import Heartbeat, WorkerRegister, WorkerTaskPublic
 from tessera_api.security import Caller
 from tessera_api.states import TASK_TERMINAL, AttemptStatus, JobStatus, TaskStatus
+from tessera_ml.security.pki import CertificateError, Identity
 
 
 def register_worker(session: Session, *, party: Party, worker_in: WorkerRegister) -> Worker:
@@ -31,6 +33,19 @@ def register_worker(session: Session, *, party: Party, worker_in: WorkerRegister
     worker.last_heartbeat = utcnow()
     session.flush()
     return worker
+
+
+def certify(session: Session, *, worker: Worker, csr: str, certs: CertificateService) -> str:
+    """Sign the worker's certificate request; the certificate names its party and itself."""
+    identity = Identity(worker.party.name, worker=worker.id)
+    try:
+        certificate, expires = certs.issue(csr, identity, WORKER_DAYS)
+    except CertificateError as exc:
+        raise invalid("invalid_csr", str(exc), ("body", "csr")) from exc
+    worker.certificate = certificate
+    worker.certificate_expires_at = expires
+    session.flush()
+    return certificate
 
 
 def get_worker(session: Session, *, worker_id: str, caller: Caller) -> Worker:

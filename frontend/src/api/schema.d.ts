@@ -432,6 +432,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/tasks/{task_id}/credentials": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Issue Credentials
+         * @description Issue a task's certificate (its party and attempt) and its ranks' reporting token.
+         */
+        post: operations["tasks-issue_credentials"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/tasks/{task_id}/rendezvous": {
         parameters: {
             query?: never;
@@ -507,7 +527,7 @@ export interface paths {
         put?: never;
         /**
          * Register Worker
-         * @description Register a worker of the calling party (same hostname again: update it).
+         * @description Register a worker of the calling party (same hostname: update it), certifying its key.
          */
         post: operations["workers-register_worker"];
         delete?: never;
@@ -707,6 +727,16 @@ export interface components {
             /** Uri */
             uri: string;
         };
+        /**
+         * FieldError
+         * @description Where a validation error is and what is wrong there.
+         */
+        FieldError: {
+            /** Loc */
+            loc: (string | number)[];
+            /** Msg */
+            msg: string;
+        };
         /** HTTPValidationError */
         HTTPValidationError: {
             /** Detail */
@@ -848,8 +878,15 @@ export interface components {
         LaunchDescription: {
             /** Algorithm */
             algorithm: string;
+            /**
+             * Approved
+             * @description Whether this task's party approved the job
+             */
+            approved: boolean;
             /** Attempt */
             attempt: number;
+            /** Attempt Id */
+            attempt_id: string;
             /**
              * Backend
              * @enum {string}
@@ -1079,6 +1116,24 @@ export interface components {
             /** Display Name */
             display_name?: string | null;
         };
+        /**
+         * Problem
+         * @description An RFC 9457 problem document with a stable machine-readable ``code``.
+         */
+        Problem: {
+            /** Code */
+            code: string;
+            /** Detail */
+            detail: string;
+            /** Errors */
+            errors?: components["schemas"]["FieldError"][] | null;
+            /** Status */
+            status: number;
+            /** Title */
+            title: string;
+            /** Type */
+            type: string;
+        };
         /** RankDevicePublic */
         RankDevicePublic: {
             /** Device */
@@ -1097,6 +1152,11 @@ export interface components {
             host: string;
             /** Port */
             port: number;
+            /**
+             * Secret
+             * @description What a rank presents to the store; only the attempt's workers see it
+             */
+            secret: string;
         };
         /** RendezvousIn */
         RendezvousIn: {
@@ -1155,6 +1215,39 @@ export interface components {
              * @description Mean of the bucket
              */
             value: number;
+        };
+        /** TaskCredentials */
+        TaskCredentials: {
+            /** Ca Certificate */
+            ca_certificate: string;
+            /**
+             * Certificate
+             * @description Names the task's party and attempt (PEM)
+             */
+            certificate: string;
+            /**
+             * Expires At
+             * Format: date-time
+             */
+            expires_at: string;
+            /**
+             * Token
+             * @description The task's credential: its ranks report metrics, logs and checkpoints with it; refused once the task has ended
+             */
+            token: string;
+        };
+        /** TaskCredentialsIn */
+        TaskCredentialsIn: {
+            /**
+             * Csr
+             * @description A PEM certificate request for a key made for this task alone
+             */
+            csr: string;
+            /**
+             * Signature
+             * @description Base64 ECDSA signature, with the worker's own key, over the request's bytes, a newline and the task id
+             */
+            signature: string;
         };
         /** TaskPublic */
         TaskPublic: {
@@ -1244,6 +1337,11 @@ export interface components {
             accelerators: components["schemas"]["Accelerator"][];
             /** Address */
             address: string;
+            /**
+             * Certificate Expires At
+             * @description When the worker's certificate expires (null: it has none)
+             */
+            certificate_expires_at?: string | null;
             /** Cpu Count */
             cpu_count: number;
             /** Hostname */
@@ -1282,6 +1380,11 @@ export interface components {
             address: string;
             /** Cpu Count */
             cpu_count: number;
+            /**
+             * Csr
+             * @description A PEM certificate request for the worker's own key; the reply carries the certificate naming the worker's party
+             */
+            csr?: string | null;
             /** Hostname */
             hostname: string;
             /** Memory Bytes */
@@ -1290,6 +1393,54 @@ export interface components {
              * Torch Version
              * @default
              */
+            torch_version: string;
+        };
+        /** WorkerRegistered */
+        WorkerRegistered: {
+            /** Accelerators */
+            accelerators: components["schemas"]["Accelerator"][];
+            /** Address */
+            address: string;
+            /**
+             * Ca Certificate
+             * @description The deployment's authority (PEM) to verify peers
+             */
+            ca_certificate: string;
+            /**
+             * Certificate
+             * @description The worker's certificate (PEM), if it asked
+             */
+            certificate: string | null;
+            /**
+             * Certificate Expires At
+             * @description When the worker's certificate expires (null: it has none)
+             */
+            certificate_expires_at?: string | null;
+            /** Cpu Count */
+            cpu_count: number;
+            /** Hostname */
+            hostname: string;
+            /** Id */
+            id: string;
+            /**
+             * Last Heartbeat
+             * Format: date-time
+             */
+            last_heartbeat: string;
+            /** Memory Bytes */
+            memory_bytes: number;
+            /** Online */
+            online: boolean;
+            /** Party */
+            party: string;
+            /**
+             * Registered At
+             * Format: date-time
+             */
+            registered_at: string;
+            /** Running Tasks */
+            running_tasks?: components["schemas"]["WorkerTaskPublic"][];
+            /** Torch Version */
             torch_version: string;
         };
         /**
@@ -1553,6 +1704,46 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["JobPublic"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
             /** @description Validation Error */
@@ -1865,6 +2056,46 @@ export interface operations {
                     "application/json": components["schemas"]["JobPublic"];
                 };
             };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -2146,6 +2377,36 @@ export interface operations {
                     "application/json": components["schemas"]["PartyPolicy"];
                 };
             };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
             /** @description Validation Error */
             422: {
                 headers: {
@@ -2181,13 +2442,44 @@ export interface operations {
                     "application/json": components["schemas"]["PartyPolicy"];
                 };
             };
-            /** @description Validation Error */
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
@@ -2219,6 +2511,82 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    "tasks-issue_credentials": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                task_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["TaskCredentialsIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["TaskCredentials"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
@@ -2365,16 +2733,37 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["WorkerPublic"];
+                    "application/json": components["schemas"]["WorkerRegistered"];
                 };
             };
-            /** @description Validation Error */
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
             422: {
                 headers: {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["HTTPValidationError"];
+                    "application/json": components["schemas"]["Problem"];
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };

@@ -39,7 +39,11 @@ def test_launch_description_and_rendezvous(client: TestClient) -> None:
     )
     assert posted.status_code == 204
     launch = client.get(f"{API}/tasks/{job.bob_task}", headers=job.bob.auth).json()
+    secret = launch["rendezvous"].pop("secret")
     assert launch["rendezvous"] == {"host": "10.0.0.5", "port": 29500}
+    assert len(bytes.fromhex(secret)) == 32
+    same = client.get(f"{API}/tasks/{job.alice_task}", headers=job.alice.auth).json()
+    assert same["rendezvous"]["secret"] == secret
 
 
 def test_a_party_reports_only_for_its_own_tasks(client: TestClient) -> None:

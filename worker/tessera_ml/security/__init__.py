@@ -1,0 +1,1 @@
+"""Certificates and TLS between the parties of a deployment."""
