@@ -16,8 +16,10 @@ import importlib
 import os
 import queue
 import socket
+import tempfile
 import threading
 import traceback
+import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,6 +30,7 @@ import torch.multiprocessing as mp
 from tessera_ml.comm.base import Communicator
 from tessera_ml.context import RankContext, StopSignal
 from tessera_ml.report import MemoryReporter, MetricPoint, Reporter
+from tessera_ml.security.pki import Credentials
 
 if TYPE_CHECKING:
     from tessera_ml.netns import Testbed
@@ -56,6 +59,7 @@ def _rank_main(
     env: dict[str, str],
     netns: str | None = None,
     backend: str = "gloo",
+    parties: PartyWorld | None = None,
 ) -> None:
     if netns is not None:
         from tessera_ml.netns import enter_namespace
@@ -63,31 +67,84 @@ def _rank_main(
         enter_namespace(netns)
     os.environ.update(env)
     import torch
+
+    torch.set_num_threads(threads)
+    try:
+        device = None
+        if backend == "nccl":
+            device = torch.device("cuda", rank % torch.cuda.device_count())
+        if parties is None:
+            comm, close = _gloo_world(rank, world_size, host, port, backend, device)
+        else:
+            comm, close = parties.join(rank, (host, port), backend, device)
+        try:
+            out = fn(comm, *args)
+        finally:
+            close()
+        results.put((rank, True, out))
+    except BaseException:
+        results.put((rank, False, traceback.format_exc()))
+
+
+def _gloo_world(
+    rank: int, world_size: int, host: str, port: int, backend: str, device: Any
+) -> tuple[Communicator, Callable[[], None]]:
+    """One ``torch.distributed`` world over a TCPStore: no parties, no TLS."""
     import torch.distributed as dist
 
     from tessera_ml.comm.torch_dist import TorchDistCommunicator
 
-    torch.set_num_threads(threads)
-    try:
-        store = dist.TCPStore(host, port, world_size, is_master=(rank == 0), timeout=_TIMEOUT)
-        device = None
-        if backend == "nccl":
-            device = torch.device("cuda", rank % torch.cuda.device_count())
-        comm = TorchDistCommunicator.init(
+    store = dist.TCPStore(host, port, world_size, is_master=(rank == 0), timeout=_TIMEOUT)
+    comm = TorchDistCommunicator.init(
+        rank=rank, world_size=world_size, store=store, backend=backend, timeout_s=120, device=device
+    )
+    return comm, comm.close
+
+
+@dataclass
+class PartyWorld:
+    """A job's world as the platform wires it: each rank of its party, TLS between parties.
+
+    Made by ``party_world`` with a throwaway certificate authority, so tests and benchmarks run
+    the platform's communicator with certificates as real as a deployment's."""
+
+    parties: tuple[str, ...]
+    credentials: tuple[Credentials, ...]
+    addresses: tuple[str, ...]
+    attempt: str
+    secret: bytes
+
+    def join(
+        self, rank: int, store: tuple[str, int], backend: str, device: Any
+    ) -> tuple[Communicator, Callable[[], None]]:
+        from tessera_ml.comm.world import join_world
+
+        world = join_world(
             rank=rank,
-            world_size=world_size,
-            store=store,
+            parties=self.parties,
+            store_address=store,
+            address=self.addresses[rank],
+            credentials=self.credentials[rank],
+            attempt=self.attempt,
+            secret=self.secret,
             backend=backend,
-            timeout_s=120,
             device=device,
+            timeout_s=120,
         )
-        try:
-            out = fn(comm, *args)
-        finally:
-            comm.close()
-        results.put((rank, True, out))
-    except BaseException:
-        results.put((rank, False, traceback.format_exc()))
+        return world.comm, world.close
+
+
+def party_world(parties: Sequence[str], addresses: Sequence[str], folder: Path) -> PartyWorld:
+    """Certificates for every rank of ``parties`` (one per rank) in ``folder``."""
+    from tessera_ml.security.pki import Authority, Identity, issue_credentials
+
+    authority = Authority.create("Tessera test CA")
+    attempt = f"test-{uuid.uuid4().hex[:12]}"
+    credentials = tuple(
+        issue_credentials(authority, Identity(party, attempt), folder / f"rank-{rank}")
+        for rank, party in enumerate(parties)
+    )
+    return PartyWorld(tuple(parties), credentials, tuple(addresses), attempt, os.urandom(32))
 
 
 _TIMEOUT = __import__("datetime").timedelta(seconds=60)
@@ -104,13 +161,16 @@ def run_world(
     hosts: Sequence[int] | None = None,
     testbed: Testbed | None = None,
     backend: str = "gloo",
+    parties: Sequence[str] | None = None,
 ) -> list[Any]:
-    """Run ``fn(comm, *args)`` on ``world_size`` gloo ranks; return results by rank.
+    """Run ``fn(comm, *args)`` on ``world_size`` ranks; return results by rank.
 
     ``fn`` and ``args`` must be picklable (a module-level function). ``threads`` sets
     ``torch.set_num_threads`` per rank (one value, or one per rank). With a started
     ``testbed``, ``hosts[r]`` is the simulated host of rank ``r`` (default: one rank per host).
     ``backend="nccl"`` puts rank ``r`` on GPU ``r % device_count`` (``comm.device``).
+    Without ``parties`` the ranks form one gloo (or NCCL) world; with ``parties[r]``, the party
+    of rank ``r``, they are wired as a platform job is (``PartyWorld``): TLS between parties.
     """
     ctx = mp.get_context("spawn")
     results = ctx.Queue()
@@ -118,8 +178,12 @@ def run_world(
     per_rank = [threads] * world_size if isinstance(threads, int) else list(threads)
     namespaces: list[str | None] = [None] * world_size
     envs = [env or {} for _ in range(world_size)]
+    addresses = [host] * world_size
+    if parties is not None and len(parties) != world_size:
+        raise ValueError(f"parties names {len(parties)} ranks, the world has {world_size}")
     if testbed is not None:
         placement = _placement(world_size, hosts, testbed)
+        addresses = [testbed.address(h) for h in placement]
         host = testbed.address(placement[0])
         namespaces = [testbed.namespace(h) for h in placement]
         envs = [
@@ -133,6 +197,10 @@ def run_world(
         ]
     elif hosts is not None:
         raise ValueError("hosts place ranks on a testbed; pass testbed= as well")
+    folder = tempfile.TemporaryDirectory(prefix="tessera-world-")
+    wiring = None
+    if parties is not None:
+        wiring = party_world(parties, addresses, Path(folder.name))
     procs = [
         ctx.Process(
             target=_rank_main,
@@ -148,6 +216,7 @@ def run_world(
                 envs[r],
                 namespaces[r],
                 backend,
+                wiring,
             ),
             daemon=True,
         )
@@ -175,6 +244,7 @@ def run_world(
             if p.is_alive():
                 p.kill()
                 p.join()
+        folder.cleanup()
     if failures:
         raise WorldError("\n".join(failures))
     return [collected[r] for r in range(world_size)]
@@ -328,11 +398,15 @@ def run_algorithm(
     testbed: Testbed | None = None,
     in_process: bool = False,
     env: dict[str, str] | None = None,
+    transport: Literal["mesh", "gloo"] = "mesh",
 ) -> list[RankOutcome]:
-    """Run a registered algorithm as the platform would, on a real local gloo world.
+    """Run a registered algorithm as the platform would, on a real local world.
 
     Plans the ranks from ``assignments`` exactly like the control plane, gives each rank a
     ``RankContext`` with a ``MemoryReporter``, and returns every rank's outcome in rank order.
+    The ranks are wired as a platform job (``transport="mesh"``: each party's ranks on gloo,
+    TLS between parties); ``transport="gloo"`` puts them all in one plaintext gloo world, the
+    baseline the TLS cost is measured against.
     On a ``testbed``, ``hosts`` places ranks (``"party"``: one host per party).
     ``in_process=True`` runs the ranks as threads over a ``LocalCommunicator`` instead: fast,
     for protocol tests, but not a substitute for a real world. ``env`` is added to every rank
@@ -358,6 +432,7 @@ def run_algorithm(
         hosts=hosts_by_party(plan) if hosts == "party" else hosts,
         testbed=testbed,
         env=env,
+        parties=[slot.party for slot in plan] if transport == "mesh" else None,
     )
     return outcomes
 

@@ -1,0 +1,105 @@
+"""The platform's communicator: each party on gloo, TLS between parties, gloo's results."""
+
+from __future__ import annotations
+
+import ssl
+from typing import Any
+
+import torch
+
+from tessera_ml.comm.base import Communicator
+from tessera_ml.comm.mesh import MeshCommunicator
+from tessera_ml.security.tls import peer_identity
+from tessera_ml.testing import run_world
+
+PARTIES = ["alice", "alice", "bob", "bob", "carol"]
+
+
+def _every_operation(comm: Communicator) -> dict[str, Any]:
+    rank, n = comm.rank, comm.world_size
+    out: dict[str, Any] = {}
+    t = torch.arange(10, dtype=torch.float32) * (rank + 1)
+    comm.all_reduce(t)
+    out["sum"] = t.tolist()
+    m = torch.tensor([float(rank), -float(rank)])
+    comm.all_reduce(m, op="max")
+    out["max"] = m.tolist()
+    a = torch.full((3,), float(rank))
+    comm.all_reduce(a, op="avg")
+    out["avg"] = a.tolist()
+    out["gather"] = [x.tolist() for x in comm.all_gather(torch.tensor([rank, rank * 2]))]
+    b = torch.tensor([float(rank)] * 4)
+    comm.broadcast(b, src=3)
+    out["broadcast"] = b.tolist()
+    inside = comm.new_group([0, 1], "alice-only")
+    across = comm.new_group([1, 2, 4], "across")
+    if rank in inside.ranks:
+        x = torch.ones(2) * (rank + 1)
+        comm.all_reduce(x, group=inside)
+        out["inside"] = x.tolist()
+    if rank in across.ranks:
+        x = torch.ones(5) * (rank + 1)
+        comm.all_reduce(x, group=across)
+        out["across"] = x.tolist()
+        out["across_gather"] = [g.tolist() for g in comm.all_gather(torch.tensor([rank]), across)]
+    right, left = (rank + 1) % n, (rank - 1) % n
+    work = comm.isend(torch.full((50_000,), float(rank)), right)
+    got = torch.empty(50_000)
+    comm.recv(got, left)
+    work.wait()
+    out["ring"] = float(got[0])
+    back = torch.empty(3, dtype=torch.int64)
+    pending = comm.irecv(back, right)
+    comm.send(torch.tensor([rank, rank, rank]), left)
+    pending.wait()
+    out["back"] = back.tolist()
+    out["data"] = comm.all_gather_data({"rank": rank, "tag": f"r{rank}", "blob": b"x" * rank})
+    comm.barrier()
+    out["stats"] = comm.stats.snapshot()
+    return out
+
+
+def test_a_world_of_three_parties_computes_and_counts_what_one_gloo_world_does() -> None:
+    mesh = run_world(_every_operation, 5, parties=PARTIES)
+    gloo = run_world(_every_operation, 5)
+
+    assert mesh == gloo
+    assert mesh[0]["sum"] == [float(15 * i) for i in range(10)]
+    assert mesh[2]["across"] == [10.0] * 5
+    assert mesh[0]["data"][4] == {"rank": 4, "tag": "r4", "blob": b"xxxx"}
+
+
+def _links(comm: Communicator) -> dict[str, Any]:
+    assert isinstance(comm, MeshCommunicator)
+    seen: dict[int, Any] = {}
+    for peer, link in comm.out.items():
+        assert isinstance(link.sock, ssl.SSLSocket)
+        identity = peer_identity(link.sock)
+        seen[peer] = (link.sock.version(), identity.party, identity.attempt is not None)
+    for peer, into in comm.into.items():
+        assert peer_identity(into.sock).party == comm.party_of(peer)
+    return {"out": seen, "in": sorted(comm.into)}
+
+
+def test_ranks_of_different_parties_talk_over_tls_with_their_partys_certificates() -> None:
+    links = run_world(_links, 5, parties=PARTIES)
+
+    assert links[0]["out"] == {
+        2: ("TLSv1.3", "bob", True),
+        3: ("TLSv1.3", "bob", True),
+        4: ("TLSv1.3", "carol", True),
+    }
+    assert links[0]["in"] == [2, 3, 4]
+    assert sorted(links[4]["out"]) == [0, 1, 2, 3]
+    assert 1 not in links[0]["out"]  # one party: its own world, no link
+
+
+def _one_party(comm: Communicator) -> tuple[bool, float]:
+    assert isinstance(comm, MeshCommunicator)
+    t = torch.ones(1) * comm.rank
+    comm.all_reduce(t)
+    return (not comm.out and not comm.into), float(t)
+
+
+def test_a_job_of_one_party_is_a_plain_world_of_its_own() -> None:
+    assert run_world(_one_party, 3, parties=["bob"] * 3) == [(True, 3.0)] * 3
