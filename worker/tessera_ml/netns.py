@@ -26,6 +26,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tessera_ml.netcapture import LinkCapture
 
 PREFIX = "tsr"
 INTERFACE = "eth0"
@@ -232,6 +236,12 @@ class Testbed:
             )
             for h, c in sorted(now.items())
         }
+
+    def capture(self, host: int, folder: Path) -> LinkCapture:
+        """Start recording every frame on ``host``'s link (see ``tessera_ml.netcapture``)."""
+        from tessera_ml.netcapture import LinkCapture
+
+        return LinkCapture(self.router, f"h{host}", folder)
 
     def inter_host_bytes(self) -> int:
         """Bytes that left any host over its link (each crossing counted once)."""

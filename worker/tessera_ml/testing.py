@@ -21,7 +21,7 @@ import threading
 import traceback
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -283,6 +283,8 @@ class RankOutcome:
     points: list[MetricPoint]
     lines: list[tuple[str, str]]
     checkpoints: list[tuple[int, str, int, str]]
+    sent_samples: list[bytes] = field(default_factory=list)
+    """With ``sample_sent``: windows of what this rank sent to other parties, in clear."""
 
     def series(self, name: str) -> list[tuple[int, float]]:
         return [(p.step, p.value) for p in self.points if p.name == name]
@@ -352,6 +354,27 @@ def entry_point(name: str) -> Callable[[RankContext], Any]:
     return entry
 
 
+SAMPLE_BYTES = 32
+MIN_SAMPLE_BYTES = 16
+MAX_SAMPLES = 4000
+
+
+def sample_plaintext(samples: list[bytes]) -> Callable[[int, memoryview], None]:
+    """A communicator ``tap`` that keeps a distinctive window of each message it sees: 16 to
+    32 bytes, too many for ciphertext to contain by chance."""
+
+    def tap(peer: int, payload: memoryview) -> None:
+        if len(samples) >= MAX_SAMPLES or len(payload) < MIN_SAMPLE_BYTES:
+            return
+        size = min(SAMPLE_BYTES, len(payload))
+        start = (len(payload) - size) // 2 // 8 * 8
+        window = payload[start : start + size].tobytes()
+        if len(set(window)) >= size // 3:
+            samples.append(window)
+
+    return tap
+
+
 def _algorithm_rank(
     comm: Communicator,
     name: str,
@@ -360,7 +383,13 @@ def _algorithm_rank(
     checkpoint_dir: str | None,
     resume_from: str | None,
     data_root: str | None = None,
+    sample_sent: bool = False,
 ) -> RankOutcome:
+    samples: list[bytes] = []
+    if sample_sent:
+        if not hasattr(comm, "tap"):
+            raise ValueError("sample_sent needs the platform's wiring (transport='mesh')")
+        comm.tap = sample_plaintext(samples)
     reporter = MemoryReporter()
     ctx = rank_context(
         comm,
@@ -381,6 +410,7 @@ def _algorithm_rank(
         points=list(reporter.points),
         lines=list(reporter.lines),
         checkpoints=list(reporter.checkpoints),
+        sent_samples=samples,
     )
 
 
@@ -399,6 +429,7 @@ def run_algorithm(
     in_process: bool = False,
     env: dict[str, str] | None = None,
     transport: Literal["mesh", "gloo"] = "mesh",
+    sample_sent: bool = False,
 ) -> list[RankOutcome]:
     """Run a registered algorithm as the platform would, on a real local world.
 
@@ -410,10 +441,19 @@ def run_algorithm(
     On a ``testbed``, ``hosts`` places ranks (``"party"``: one host per party).
     ``in_process=True`` runs the ranks as threads over a ``LocalCommunicator`` instead: fast,
     for protocol tests, but not a substitute for a real world. ``env`` is added to every rank
-    process's environment.
+    process's environment. ``sample_sent`` keeps, per rank, windows of the plaintext it sent
+    to other parties (``RankOutcome.sent_samples``), to look for on a captured link.
     """
     _, _, plan = plan_job(name, assignments, config or {})
-    rank_args = (name, assignments, config or {}, checkpoint_dir, resume_from, data_root)
+    rank_args = (
+        name,
+        assignments,
+        config or {},
+        checkpoint_dir,
+        resume_from,
+        data_root,
+        sample_sent,
+    )
     if in_process:
         if testbed is not None or env:
             raise ValueError("a testbed or an environment needs processes, not in_process")

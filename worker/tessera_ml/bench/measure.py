@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from tessera_ml.testing import RankOutcome
+
+if TYPE_CHECKING:
+    from tessera_ml.netcapture import LinkCapture
 
 
 def median_step_time(outcome: RankOutcome, warmup: int) -> float:
@@ -43,3 +47,14 @@ def even_hosts(ranks: int, hosts: int) -> list[int]:
     if not 1 <= hosts <= ranks:
         raise ValueError(f"cannot place {ranks} ranks on {hosts} hosts")
     return [r * hosts // ranks for r in range(ranks)]
+
+
+def plaintext_matches(capture: LinkCapture, outcomes: Sequence[RankOutcome]) -> dict[str, int]:
+    """How much of what the ranks sent to other parties in clear (``sample_sent``) a stopped
+    capture of a link found: ``plaintext_matches_on_link`` should be 0 under TLS."""
+    samples = [s for o in outcomes for s in o.sent_samples]
+    return {
+        "plaintext_matches_on_link": capture.matches(samples),
+        "plaintext_samples": len(samples),
+        "captured_tcp_bytes": capture.tcp_bytes(),
+    }

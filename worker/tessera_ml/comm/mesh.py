@@ -25,7 +25,7 @@ import struct
 import threading
 import time
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -92,6 +92,9 @@ class MeshCommunicator(Communicator):
         self.stats = ByteStats()
         self.out: dict[int, OutLink] = {}
         self.into: dict[int, InLink] = {}
+        self.tap: Callable[[int, memoryview], None] | None = None
+        """Sees the plaintext of every message to another party just before it is encrypted
+        (tests check that none of it appears on the wire)."""
         self._world = self._group_of(tuple(range(self.world_size)), "world", handle=None)
 
     # -- groups ----------------------------------------------------------------------------
@@ -153,6 +156,8 @@ class MeshCommunicator(Communicator):
             return _Kept(dist.isend(tensor.contiguous(), peer, tag=tag), tensor)
         host = _host_bytes(tensor)
         link = self._out(dst)
+        if self.tap is not None:
+            self.tap(dst, host)
         if wait:
             link.send(tag, host)
             return Done()
