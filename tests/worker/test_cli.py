@@ -17,7 +17,9 @@ from tessera_worker import cli, up
     [
         (["--token", "t"], "--party is required"),
         (["--party", "Bob!", "--token", "t"], "'Bob!' is not a party slug"),
-        (["--party", "bob"], "--token is required"),
+        (["--party", "bob"], "a party token is required"),
+        (["--party", "bob", "--token-file", "/nonexistent"], "cannot read --token-file"),
+        (["--party", "bob", "--token", "t", "--allow-custom", "os;rm"], "--allow-custom 'os;rm'"),
         (["--party", "bob", "--token", "t", "--api", "ftp://x"], "--api must be an http(s) URL"),
     ],
 )

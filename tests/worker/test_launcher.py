@@ -16,13 +16,17 @@ from typing import Any
 import pytest
 import torch
 
+from tessera_ml.security.pki import Authority, Identity, issue_credentials
 from tessera_ml.testing import free_port
+from tessera_worker.identity import TaskCredentials
 from tessera_worker.launch import HostedRank, Rendezvous, TaskLaunch
 from tessera_worker.launcher import LaunchSettings, Outcome, launch_ranks
 from tests.worker.proc_scan import pids_with, wait_for, wait_until_gone
 from tests.worker.toy_algorithm import ENTRY_POINT
 
 ROOT = Path(__file__).resolve().parents[2]
+AUTHORITY = Authority.create("launcher test CA")
+SECRET = "ab" * 32
 
 
 def _plan(parties: list[str]) -> list[dict[str, Any]]:
@@ -42,6 +46,7 @@ def _launch(task_id: str, ranks: list[int], parties: list[str], **config: Any) -
         plan=_plan(parties),
         world_size=len(parties),
         ranks=[{"rank": r, "device": "cpu"} for r in ranks],  # type: ignore[misc]
+        attempt_id=f"attempt-{config.get('attempt_tag', 'x')}",
     )
 
 
@@ -59,9 +64,23 @@ def _settings(tmp_path: Path) -> LaunchSettings:
     )
 
 
+def credentials(launch: TaskLaunch, folder: Path) -> TaskCredentials:
+    """What a worker obtains from the control plane for a task: a certificate of its party."""
+    party = launch.party_of(launch.ranks[0].rank)
+    tls = issue_credentials(
+        AUTHORITY, Identity(party, launch.attempt_id), folder / launch.task_id / "tls"
+    )
+    return TaskCredentials(folder / launch.task_id, tls, token="")
+
+
 def _run(launch: TaskLaunch, settings: LaunchSettings, stop: threading.Event, port: int) -> Outcome:
     return launch_ranks(
-        launch, Rendezvous(host="127.0.0.1", port=port), settings, stop, entry_point=ENTRY_POINT
+        launch,
+        Rendezvous(host="127.0.0.1", port=port, secret=SECRET),
+        settings,
+        stop,
+        entry_point=ENTRY_POINT,
+        credentials=credentials(launch, settings.home / "tasks"),
     )
 
 
@@ -92,7 +111,7 @@ def test_two_parties_join_one_world_and_succeed(tmp_path: Path) -> None:
 
 def test_failed_rank_fails_the_task_naming_party_and_rank(tmp_path: Path) -> None:
     task = uuid.uuid4().hex
-    launch = _launch(task, [0, 1], ["alice", "bob"], steps=50, step_s=0.05, crash_rank=1)
+    launch = _launch(task, [0, 1], ["bob", "bob"], steps=50, step_s=0.05, crash_rank=1)
     outcome = _run(launch, _settings(tmp_path), threading.Event(), free_port())
 
     assert outcome.status == "failed"
@@ -142,10 +161,12 @@ LAUNCHER_SCRIPT = textwrap.dedent(
     from pathlib import Path
     from tessera_worker.launch import HostedRank, Rendezvous, TaskLaunch
     from tessera_worker.launcher import LaunchSettings, launch_ranks
+    from tests.worker.test_launcher import SECRET, credentials
     launch = TaskLaunch.model_validate_json(sys.argv[1])
     settings = LaunchSettings(home=Path(sys.argv[2]), extra_env={"PYTHONPATH": sys.argv[4]})
-    launch_ranks(launch, Rendezvous(host="127.0.0.1", port=int(sys.argv[3])), settings,
-                 threading.Event(), entry_point="tests.worker.toy_algorithm:run")
+    launch_ranks(launch, Rendezvous(host="127.0.0.1", port=int(sys.argv[3]), secret=SECRET),
+                 settings, threading.Event(), entry_point="tests.worker.toy_algorithm:run",
+                 credentials=credentials(launch, settings.home / "tasks"))
     """
 )
 

@@ -16,6 +16,7 @@ from tessera_worker import hardware
 from tessera_worker.agent import Agent
 from tessera_worker.celery_app import run_task
 from tessera_worker.client import ControlPlane
+from tessera_worker.identity import WorkerIdentity
 from tessera_worker.launch import TaskLaunch
 from tessera_worker.launcher import LaunchSettings, Outcome
 from tessera_worker.runtime import ControlPlaneUnavailable, Runtime
@@ -24,12 +25,21 @@ from tests.worker.plane import ADMIN, Plane
 
 def runtime(plane: Plane, party: str, home: Path) -> Runtime:
     api = ControlPlane("http://testserver", plane.tokens[party], http=plane.client)
+    identity = WorkerIdentity(home / "identity" / party, f"{party}-1")
     agent = Agent(
-        api, describe=lambda: hardware.describe(f"{party}-1", "127.0.0.1"), accelerators=list
+        api,
+        describe=lambda: hardware.describe(f"{party}-1", "127.0.0.1"),
+        accelerators=list,
+        identity=identity,
     )
     agent.register()
     return Runtime(
-        party=party, api=api, agent=agent, launch=LaunchSettings(home=home), address="127.0.0.1"
+        party=party,
+        api=api,
+        agent=agent,
+        launch=LaunchSettings(home=home),
+        address="127.0.0.1",
+        identity=identity,
     )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from tessera_worker.client import ApiError, ControlPlane
+from tessera_worker.identity import WorkerIdentity
 
 
 class Agent:
@@ -28,8 +29,10 @@ class Agent:
         accelerators: Callable[[], list[dict[str, Any]]],
         heartbeat_s: float = 2.0,
         on_new_identity: Callable[[str], None] | None = None,
+        identity: WorkerIdentity | None = None,
     ) -> None:
         self.api = api
+        self.identity = identity
         self._describe = describe
         self._accelerators = accelerators
         self.heartbeat_s = heartbeat_s
@@ -43,7 +46,13 @@ class Agent:
         self.shutting_down = False
 
     def register(self) -> str:
-        worker = self.api.register(self._describe())
+        """Register (again), asking for a certificate of this worker's key."""
+        info = self._describe()
+        if self.identity is not None:
+            info["csr"] = self.identity.request()
+        worker = self.api.register(info)
+        if self.identity is not None:
+            self.identity.accept(worker)
         self.worker_id = str(worker["id"])
         return self.worker_id
 

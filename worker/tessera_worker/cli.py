@@ -20,10 +20,12 @@ from tessera_worker import hardware, procs
 from tessera_worker.agent import Agent
 from tessera_worker.broker import EMBEDDED, celery_settings, redact
 from tessera_worker.client import ApiError, ControlPlane
+from tessera_worker.identity import WorkerIdentity
 from tessera_worker.launcher import LaunchSettings
 from tessera_worker.runtime import Runtime
 
 SLUG = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+CODE_PREFIX = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_]\w*)*(:[A-Za-z_]\w*)?$")
 
 
 class UsageError(Exception):
@@ -44,6 +46,25 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--token", default=env("TESSERA_PARTY_TOKEN"), help="party token (TESSERA_PARTY_TOKEN)"
+    )
+    p.add_argument(
+        "--token-file",
+        default=env("TESSERA_PARTY_TOKEN_FILE"),
+        help="read the party token from this file ('-': standard input), so it is in no "
+        "environment or argument list",
+    )
+    p.add_argument(
+        "--allow-custom",
+        action="append",
+        default=[],
+        metavar="PREFIX",
+        help="code a job may make this worker import (a package, module or module:callable; "
+        "repeatable; default: none)",
+    )
+    p.add_argument(
+        "--ca-file",
+        default=env("TESSERA_CA_FILE"),
+        help="check an HTTPS control plane's certificate against this CA file (TESSERA_CA_FILE)",
     )
     p.add_argument(
         "--broker",
@@ -77,13 +98,31 @@ def route_address(api_url: str) -> str:
         return socket.gethostbyname(socket.gethostname())
 
 
+def read_token(args: argparse.Namespace) -> None:
+    """Take the token from ``--token-file`` when given, and forget where it came from."""
+    if args.token_file:
+        try:
+            text = sys.stdin.read() if args.token_file == "-" else Path(args.token_file).read_text()
+        except OSError as exc:
+            raise UsageError(f"cannot read --token-file {args.token_file}: {exc.strerror}") from exc
+        args.token = text.strip()
+    os.environ.pop("TESSERA_PARTY_TOKEN", None)
+
+
 def check(args: argparse.Namespace) -> None:
     if not args.party:
         raise UsageError("--party is required (or set TESSERA_PARTY)")
     if not SLUG.match(args.party):
         raise UsageError(f"{args.party!r} is not a party slug (lowercase letters, digits, '-')")
     if not args.token:
-        raise UsageError("--token is required (or set TESSERA_PARTY_TOKEN)")
+        raise UsageError("a party token is required: --token-file, --token or TESSERA_PARTY_TOKEN")
+    for prefix in args.allow_custom:
+        if not CODE_PREFIX.match(prefix):
+            raise UsageError(
+                f"--allow-custom {prefix!r} is not a package, module or module:callable"
+            )
+    if args.ca_file and not Path(args.ca_file).is_file():
+        raise UsageError(f"--ca-file {args.ca_file} is not a file")
     if urlparse(args.api).scheme not in {"http", "https"}:
         raise UsageError(f"--api must be an http(s) URL, got {args.api!r}")
     if args.concurrency < 1 or args.heartbeat <= 0:
@@ -129,23 +168,34 @@ def _restart(worker_id: str) -> None:
 def build_runtime(args: argparse.Namespace) -> Runtime:
     home = Path(args.home).expanduser() if args.home else default_home()
     address = args.address or route_address(args.api)
-    api = ControlPlane(args.api, args.token)
+    api = ControlPlane(args.api, args.token, verify=args.ca_file or True)
+    identity = WorkerIdentity(home / "identity" / args.party, args.hostname)
     agent = Agent(
         api,
         describe=lambda: hardware.describe(args.hostname, address),
         accelerators=hardware.accelerators,
         heartbeat_s=args.heartbeat,
         on_new_identity=_restart,
+        identity=identity,
     )
     settings = LaunchSettings(
         extra_env=socket_interface_env(address),
         home=home,
         api_url=args.api,
-        token=args.token,
+        api_ca_file=args.ca_file,
         rendezvous_timeout_s=args.rendezvous_timeout,
         collective_timeout_s=args.collective_timeout,
+        address=address,
+        allow_custom=tuple(args.allow_custom),
     )
-    return Runtime(party=args.party, api=api, agent=agent, launch=settings, address=address)
+    return Runtime(
+        party=args.party,
+        api=api,
+        agent=agent,
+        launch=settings,
+        address=address,
+        identity=identity,
+    )
 
 
 def serve(runtime: Runtime, args: argparse.Namespace) -> int:
@@ -177,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
+        read_token(args)
         check(args)
         runtime = build_runtime(args)
         worker_id = register(runtime.agent, args.api)

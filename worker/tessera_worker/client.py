@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ssl
 from typing import Any
 
 import httpx
@@ -32,10 +33,14 @@ class ControlPlane:
         *,
         timeout_s: float = 10.0,
         http: httpx.Client | None = None,
+        verify: str | bool = True,
     ) -> None:
+        """``verify``: a CA file to check an HTTPS control plane against (True: the system's)."""
         self.base_url = base_url.rstrip("/")
         self._headers = {"Authorization": f"Bearer {token}"}
-        self._http = http or httpx.Client(base_url=self.base_url, timeout=timeout_s)
+        self._http = http or httpx.Client(
+            base_url=self.base_url, timeout=timeout_s, verify=_verify(verify)
+        )
 
     def close(self) -> None:
         self._http.close()
@@ -60,6 +65,11 @@ class ControlPlane:
         result: dict[str, Any] = self._call("GET", f"/tasks/{task_id}")
         return result
 
+    def task_credentials(self, task_id: str, csr: str, signature: str) -> dict[str, Any]:
+        body = {"csr": csr, "signature": signature}
+        result: dict[str, Any] = self._call("POST", f"/tasks/{task_id}/credentials", body)
+        return result
+
     def post_rendezvous(self, task_id: str, host: str, port: int) -> None:
         self._call("POST", f"/tasks/{task_id}/rendezvous", {"host": host, "port": port})
 
@@ -75,6 +85,12 @@ class ControlPlane:
 
     def post_checkpoint(self, job_id: str, body: dict[str, Any]) -> None:
         self._call("POST", f"/jobs/{job_id}/checkpoints", body)
+
+
+def _verify(verify: str | bool) -> ssl.SSLContext | bool:
+    if isinstance(verify, bool):
+        return verify
+    return ssl.create_default_context(cafile=verify)
 
 
 def _detail(response: httpx.Response) -> str:

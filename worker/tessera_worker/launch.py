@@ -18,6 +18,7 @@ class Rendezvous(BaseModel):
 
     host: str
     port: int = Field(ge=1, le=65535)
+    secret: str = Field(default="", repr=False)
 
 
 class HostedRank(BaseModel):
@@ -42,6 +43,8 @@ class TaskLaunch(BaseModel):
     task_id: str
     job_id: str
     attempt: int = 1
+    attempt_id: str = ""
+    approved: bool = False
     algorithm: str
     config: dict[str, Any] = Field(default_factory=dict)
     plan: list[dict[str, Any]]
@@ -64,7 +67,9 @@ class TaskLaunch(BaseModel):
 
 
 class RankLaunch(BaseModel):
-    """Everything one rank process needs; the party token travels in the environment."""
+    """Everything one rank process needs. The file holding it is readable by the worker's user
+    only; it carries the task's own credentials (never the party's token), which stop working
+    when the task ends."""
 
     rank: int
     world_size: int
@@ -72,6 +77,12 @@ class RankLaunch(BaseModel):
     backend: str
     store_host: str
     store_port: int
+    store_secret: str = Field(default="", repr=False)
+    address: str = "127.0.0.1"
+    """Where this rank accepts links from other parties' ranks (the worker's address)."""
+    attempt_id: str = ""
+    tls_dir: str | None = None
+    task_token: str | None = Field(default=None, repr=False)
     algorithm: str
     entry_point: str
     config: dict[str, Any]
@@ -80,6 +91,8 @@ class RankLaunch(BaseModel):
     attempt: int
     task_id: str
     api_url: str | None = None
+    api_ca_file: str | None = None
+    """The authority the control plane's HTTPS certificate is checked against (None: system)."""
     checkpoint_dir: str | None = None
     resume_from: str | None = None
     data_root: str | None = None

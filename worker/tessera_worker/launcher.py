@@ -20,14 +20,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tessera_ml.security.pki import write_private
 from tessera_worker import procs
+from tessera_worker.identity import TaskCredentials
 from tessera_worker.launch import RankLaunch, Rendezvous, TaskLaunch
-from tessera_worker.rank import TOKEN_ENV, failure_marker
+from tessera_worker.rank import failure_marker
 
 MAX_REASON = 2000
 PEER_LOST = re.compile(
-    r"connection (closed|reset) by peer|remote worker|DistNetworkError|broken pipe", re.IGNORECASE
+    r"connection (closed|reset) by peer|remote worker|DistNetworkError|broken pipe"
+    r"|peer closed the link|LinkError",
+    re.IGNORECASE,
 )
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY", re.IGNORECASE)
+RANK_SAFE_TESSERA = frozenset({"TESSERA_RANK_THREADS", "TESSERA_TESTBED_HOST"})
 
 
 @dataclass
@@ -36,7 +42,7 @@ class LaunchSettings:
 
     home: Path
     api_url: str | None = None
-    token: str | None = None
+    api_ca_file: str | None = None
     python: str = sys.executable
     rendezvous_timeout_s: float = 120.0
     collective_timeout_s: float = 300.0
@@ -45,9 +51,17 @@ class LaunchSettings:
     failure_settle_s: float = 1.0
     rank_threads: int = 1
     extra_env: dict[str, str] = field(default_factory=dict)
+    address: str = "127.0.0.1"
+    """Where this worker's ranks accept links from other parties' ranks."""
+    allow_custom: tuple[str, ...] = ()
+    """Prefixes of the code (``module`` or ``module:callable``) a job may make ranks import."""
 
     def log_dir(self, task_id: str) -> Path:
         return self.home / "logs" / task_id
+
+    def task_dir(self, task_id: str) -> Path:
+        """Where a task's credentials live while it runs."""
+        return self.home / "tasks" / task_id
 
     def checkpoint_dir(self, job_id: str) -> Path:
         return self.home / "checkpoints" / job_id
@@ -92,6 +106,7 @@ def rank_specs(
     rendezvous: Rendezvous,
     settings: LaunchSettings,
     entry_point: str,
+    credentials: TaskCredentials,
 ) -> list[RankLaunch]:
     """One ``RankLaunch`` per rank this task hosts."""
     checkpoints = settings.checkpoint_dir(launch.job_id)
@@ -103,6 +118,11 @@ def rank_specs(
             backend=launch.backend,
             store_host=rendezvous.host,
             store_port=rendezvous.port,
+            store_secret=rendezvous.secret,
+            address=settings.address,
+            attempt_id=launch.attempt_id,
+            tls_dir=str(credentials.tls.key.parent),
+            task_token=credentials.token or None,
             algorithm=launch.algorithm,
             entry_point=entry_point,
             config=launch.config,
@@ -111,6 +131,7 @@ def rank_specs(
             attempt=launch.attempt,
             task_id=launch.task_id,
             api_url=settings.api_url,
+            api_ca_file=settings.api_ca_file,
             checkpoint_dir=str(checkpoints),
             resume_from=launch.resume_from.uri if launch.resume_from else None,
             data_root=str(settings.home / "data"),
@@ -121,26 +142,29 @@ def rank_specs(
     ]
 
 
-def _environment(settings: LaunchSettings) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(settings.extra_env)
+def rank_environment(settings: LaunchSettings) -> dict[str, str]:
+    """The worker's environment without anything secret: no token, no database or broker
+    address (they may hold passwords), none of the worker's own settings."""
+    env = {
+        name: value
+        for name, value in {**os.environ, **settings.extra_env}.items()
+        if not SECRET_NAME.search(name)
+        and (not name.startswith("TESSERA_") or name in RANK_SAFE_TESSERA)
+    }
     env["TESSERA_RANK_THREADS"] = str(settings.rank_threads)
     env["PYTHONUNBUFFERED"] = "1"
-    env.pop(TOKEN_ENV, None)
-    if settings.token:
-        env[TOKEN_ENV] = settings.token
     return env
 
 
 def start_ranks(specs: list[RankLaunch], settings: LaunchSettings) -> list[RunningRank]:
-    env = _environment(settings)
+    env = rank_environment(settings)
     folder = settings.log_dir(specs[0].task_id) if specs else settings.home
     folder.mkdir(parents=True, exist_ok=True)
     started: list[RunningRank] = []
     try:
         for spec in specs:
             spec_path = folder / f"rank-{spec.rank}.json"
-            spec_path.write_text(spec.model_dump_json())
+            write_private(spec_path, spec.model_dump_json().encode())
             log = folder / f"rank-{spec.rank}.log"
             argv = [settings.python, "-m", "tessera_worker.rank", str(spec_path)]
             proc = procs.spawn(argv, env=env, log_path=log)
@@ -214,10 +238,12 @@ def launch_ranks(
     stop: threading.Event,
     *,
     entry_point: str,
+    credentials: TaskCredentials,
     on_started: Callable[[list[RunningRank]], None] | None = None,
 ) -> Outcome:
     """Run this task's ranks to an outcome (see the module docstring)."""
-    running = start_ranks(rank_specs(launch, rendezvous, settings, entry_point), settings)
+    specs = rank_specs(launch, rendezvous, settings, entry_point, credentials)
+    running = start_ranks(specs, settings)
     try:
         if on_started is not None:
             on_started(running)

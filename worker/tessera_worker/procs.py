@@ -34,23 +34,33 @@ def die_with_parent() -> None:
 
 
 def spawn(
-    argv: Sequence[str], *, env: dict[str, str], log_path: Path, cwd: Path | None = None
+    argv: Sequence[str],
+    *,
+    env: dict[str, str],
+    log_path: Path,
+    cwd: Path | None = None,
+    stdin_text: str | None = None,
 ) -> subprocess.Popen[bytes]:
-    """Start ``argv`` in a new session with stdout and stderr appended to ``log_path``.
+    """Start ``argv`` in a new session with stdout and stderr appended to ``log_path``;
+    ``stdin_text`` (a secret, say) is written to its standard input, which is then closed.
 
     The child must call ``die_with_parent()`` first thing (ranks and workers do).
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             list(argv),
             env={**env, PARENT_ENV: str(os.getpid())},
             cwd=cwd,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL if stdin_text is None else subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
+    if stdin_text is not None and proc.stdin is not None:
+        with proc.stdin:
+            proc.stdin.write(stdin_text.encode())
+    return proc
 
 
 def signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:

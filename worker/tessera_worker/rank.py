@@ -1,8 +1,10 @@
 """One rank of a job: ``python -m tessera_worker.rank SPEC.json`` (the launcher runs this).
 
-Joins the job's torch.distributed world through the rendezvous store, builds the algorithm's
-``RankContext`` and calls its entry point. SIGTERM sets the context's stop signal; the launcher
-kills the process group if the rank does not return in time. Exit code 0 means the rank finished.
+Joins the job's world through the attempt's rendezvous store (rank 0 serves it), builds the
+algorithm's ``RankContext`` and calls its entry point. The rank holds only its task's own
+credentials: a certificate of its party for this attempt and a token that reports this task's
+metrics, logs and checkpoints. SIGTERM sets the context's stop signal; the launcher kills the
+process group if the rank does not return in time. Exit code 0 means the rank finished.
 """
 
 from __future__ import annotations
@@ -15,15 +17,12 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 from tessera_worker.launch import RankLaunch
 from tessera_worker.output import forward_output
 from tessera_worker.procs import die_with_parent
-
-TOKEN_ENV = "TESSERA_PARTY_TOKEN"
 
 
 def failure_marker(spec_path: Path) -> Path:
@@ -40,14 +39,22 @@ def note_failure(spec_path: Path) -> None:
 def _reporter(spec: RankLaunch) -> Any:
     from tessera_ml.report import MemoryReporter
 
-    token = os.environ.get(TOKEN_ENV)
-    if spec.api_url is None or not token:
+    if spec.api_url is None or not spec.task_token:
         return MemoryReporter()
     from tessera_worker.client import ControlPlane
     from tessera_worker.reporter import HttpReporter
 
-    api = ControlPlane(spec.api_url, token)
+    api = ControlPlane(spec.api_url, spec.task_token, verify=spec.api_ca_file or True)
     return HttpReporter(api, job_id=spec.job_id, task_id=spec.task_id, rank=spec.rank)
+
+
+def _credentials(spec: RankLaunch) -> Any:
+    from tessera_ml.security.pki import Credentials
+
+    if spec.tls_dir is None:
+        raise RuntimeError("the launch gave this rank no TLS credentials")
+    folder = Path(spec.tls_dir)
+    return Credentials(folder / "key.pem", folder / "cert.pem", folder / "ca.pem")
 
 
 def _entry(entry_point: str) -> Any:
@@ -57,9 +64,8 @@ def _entry(entry_point: str) -> Any:
 
 def run(spec: RankLaunch, stop: threading.Event, on_error: Callable[[], None]) -> Any:
     import torch
-    import torch.distributed as dist
 
-    from tessera_ml.comm.torch_dist import TorchDistCommunicator
+    from tessera_ml.comm.world import join_world
     from tessera_ml.context import RankContext
     from tessera_ml.registry import get_spec
     from tessera_ml.spec import RankSlot
@@ -73,22 +79,20 @@ def run(spec: RankLaunch, stop: threading.Event, on_error: Callable[[], None]) -
     device = torch.device(spec.device)
     if device.type == "cuda":
         torch.cuda.set_device(device)
-    store = dist.TCPStore(
-        spec.store_host,
-        spec.store_port,
-        spec.world_size,
-        is_master=spec.rank == 0,
-        timeout=timedelta(seconds=spec.rendezvous_timeout_s),
-        wait_for_workers=False,
-    )
-    comm = TorchDistCommunicator.init(
+    world = join_world(
         rank=spec.rank,
-        world_size=spec.world_size,
-        store=store,
+        parties=[slot.party for slot in plan],
+        store_address=(spec.store_host, spec.store_port),
+        address=spec.address,
+        credentials=_credentials(spec),
+        attempt=spec.attempt_id,
+        secret=bytes.fromhex(spec.store_secret),
         backend=spec.backend,
-        timeout_s=spec.collective_timeout_s,
         device=device,
+        timeout_s=spec.rendezvous_timeout_s,
+        collective_timeout_s=spec.collective_timeout_s,
     )
+    comm = world.comm
     reporter = _reporter(spec)
     ctx = RankContext(
         rank=spec.rank,
@@ -118,7 +122,7 @@ def run(spec: RankLaunch, stop: threading.Event, on_error: Callable[[], None]) -
         close = getattr(reporter, "close", None)
         if close is not None:
             close()
-        comm.close()
+        world.close()
 
 
 def _loose_config(raw: dict[str, Any]) -> Any:

@@ -18,6 +18,7 @@ import httpx
 from tessera_ml.registry import get_spec
 from tessera_worker.agent import Agent
 from tessera_worker.client import ApiError, ControlPlane
+from tessera_worker.identity import TaskCredentials, WorkerIdentity
 from tessera_worker.launch import TERMINAL, Rendezvous, TaskLaunch
 from tessera_worker.launcher import LaunchSettings, Outcome, launch_ranks
 from tessera_worker.output import MAX_LINE
@@ -31,6 +32,19 @@ class ControlPlaneUnavailable(Exception):
     """The task could not even be looked up; its message should be delivered again later."""
 
 
+def allowed(target: str, prefixes: tuple[str, ...]) -> bool:
+    """Whether ``module:callable`` is under one of ``prefixes`` (a package, a module, or a
+    ``module:callable`` itself); ``mypkg`` allows ``mypkg.models:make``, not ``mypkgx:f``."""
+    module = target.partition(":")[0]
+    for prefix in prefixes:
+        if ":" in prefix:
+            if target == prefix:
+                return True
+        elif module == prefix or module.startswith(prefix + "."):
+            return True
+    return False
+
+
 @dataclass
 class Runtime:
     """Everything a worker needs to run tasks of its party."""
@@ -40,6 +54,7 @@ class Runtime:
     agent: Agent
     launch: LaunchSettings
     address: str
+    identity: WorkerIdentity
     rendezvous_poll_s: float = 0.5
     peer_loss_delay_s: float = 3.0
 
@@ -74,9 +89,13 @@ class Runtime:
         return outcome.status
 
     def _run(self, launch: TaskLaunch, stop: threading.Event) -> Outcome:
+        credentials: TaskCredentials | None = None
         try:
             self.api.post_status(launch.task_id, "starting")
-            entry_point = self._entry_point(launch.algorithm)
+            entry_point = self._entry_point(launch)
+            credentials = self.identity.task_credentials(
+                self.api, launch.task_id, self.launch.task_dir(launch.task_id)
+            )
             rendezvous = self._rendezvous(launch, stop)
             if rendezvous is None:
                 return Outcome("cancelled", "stopped before the world met")
@@ -86,6 +105,7 @@ class Runtime:
                 self.launch,
                 stop,
                 entry_point=entry_point,
+                credentials=credentials,
                 on_started=lambda _: self.api.post_status(launch.task_id, "running"),
             )
         except TaskAbort as exc:
@@ -99,18 +119,34 @@ class Runtime:
         except Exception as exc:
             detail = traceback.format_exc(limit=3)
             return Outcome("failed", f"worker error: {exc!r}\n{detail}"[:2000])
+        finally:
+            if credentials is not None:
+                credentials.remove()
 
-    def _entry_point(self, algorithm: str) -> str:
-        spec = get_spec(algorithm)
+    def _entry_point(self, launch: TaskLaunch) -> str:
+        """The entry point of a job this party approved, importing only code this worker allows."""
+        if not launch.approved:
+            raise TaskAbort(f"party {self.party} has not approved job {launch.job_id}")
+        spec = get_spec(launch.algorithm)
         if spec is None:
-            raise TaskAbort(f"this worker has no algorithm {algorithm!r}")
+            raise TaskAbort(f"this worker has no algorithm {launch.algorithm!r}")
+        try:
+            config = spec.parse_config(launch.config)
+        except ValueError as exc:
+            raise TaskAbort(f"the job's configuration is not valid here: {exc}") from exc
+        for loc, target in spec.code_targets(config):
+            if not allowed(target, self.launch.allow_custom):
+                where = ".".join(str(p) for p in loc)
+                raise TaskAbort(
+                    f"the job imports {target!r} ({where}), which this worker does not allow; "
+                    "its operator can allow it with tessera worker --allow-custom PREFIX"
+                )
         return spec.entry_point
 
     def _rendezvous(self, launch: TaskLaunch, stop: threading.Event) -> Rendezvous | None:
         if launch.hosts_rank_zero:
-            point = Rendezvous(host=self.address, port=free_port())
-            self.api.post_rendezvous(launch.task_id, point.host, point.port)
-            return point
+            # rank 0 serves the store here; the control plane adds the attempt's secret
+            self.api.post_rendezvous(launch.task_id, self.address, free_port(self.address))
         deadline = time.monotonic() + self.launch.rendezvous_timeout_s
         while not stop.is_set():
             current = TaskLaunch.model_validate(self.api.task(launch.task_id))
@@ -152,9 +188,9 @@ class Runtime:
                 time.sleep(min(5.0, 0.5 * (attempt + 1)))
 
 
-def free_port() -> int:
+def free_port(address: str = "") -> int:
     with socket.socket() as s:
-        s.bind(("", 0))
+        s.bind((address, 0))
         return int(s.getsockname()[1])
 
 

@@ -22,6 +22,7 @@ from tessera_worker import procs
 from tessera_worker.broker import EMBEDDED, redact
 from tessera_worker.cli import SLUG, UsageError
 from tessera_worker.demo import DEMO_PARTIES, ensure_party, token_file
+from tessera_worker.launcher import SECRET_NAME
 
 
 def parser() -> argparse.ArgumentParser:
@@ -81,14 +82,24 @@ def load_settings() -> Settings:
 def start_worker(
     party: str, token: str, api_url: str, settings: Settings
 ) -> subprocess.Popen[bytes]:
-    """``tessera worker`` for one party, as a child that dies with this process."""
+    """``tessera worker`` for one party, as a child that dies with this process.
+
+    The worker gets its party's token on its standard input, and none of the control plane's
+    secrets (admin token, database): only what a party's own host would have."""
     home = settings.home
-    env = dict(os.environ)
-    env.update(
-        TESSERA_PARTY_TOKEN=token, TESSERA_HOME=str(home), TESSERA_BROKER_URL=settings.broker_url
-    )
+    env = {
+        name: value
+        for name, value in os.environ.items()
+        if not name.startswith("TESSERA_") and not SECRET_NAME.search(name)
+    }
+    env.update(TESSERA_HOME=str(home), TESSERA_BROKER_URL=settings.broker_url)
     argv = [sys.executable, "-m", "tessera_api.cli", "worker", "--party", party, "--api", api_url]
-    return procs.spawn(argv, env=env, log_path=home / "logs" / f"worker-{party}.log")
+    return procs.spawn(
+        [*argv, "--token-file", "-"],
+        env=env,
+        log_path=home / "logs" / f"worker-{party}.log",
+        stdin_text=token,
+    )
 
 
 def banner(url: str, settings: Settings, parties: list[str], workers: list[str]) -> str:

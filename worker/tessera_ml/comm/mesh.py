@@ -394,12 +394,14 @@ def connect_mesh(
     backend: str = "gloo",
     device: torch.device | None = None,
     timeout_s: float = 300.0,
+    collective_timeout_s: float = 300.0,
 ) -> MeshCommunicator:
     """This rank's communicator: its party's world joined, and its links to other parties.
 
     Every rank of the job calls this at once. ``address`` is where this rank accepts links
     from other parties (its worker's advertised address); ``tls`` may be None only when the
-    job has a single party.
+    job has a single party. ``timeout_s`` bounds meeting the others; ``collective_timeout_s``
+    bounds any one operation afterwards (a peer that stops answering fails the rank).
     """
     device = comm_device(backend, device)
     mesh = MeshCommunicator(rank=rank, parties=parties, backend=backend, device=device, tls=tls)
@@ -407,10 +409,12 @@ def connect_mesh(
     if foreign and tls is None:
         raise ValueError("a job of several parties needs TLS between them")
     if len(mesh.members) > 1:
-        _join_party_world(mesh, store, backend, device, timeout_s)
+        _join_party_world(mesh, store, backend, device, collective_timeout_s)
     if foreign:
         assert tls is not None
         _link_parties(mesh, foreign, store, address, tls, timeout_s)
+        for sock in [o.sock for o in mesh.out.values()] + [i.sock for i in mesh.into.values()]:
+            sock.settimeout(collective_timeout_s)
     return mesh
 
 
@@ -457,7 +461,6 @@ def _link_parties(
             if peer not in foreign:
                 raise PeerRefused(f"a peer claimed rank {peer}, which is not of another party")
             tls.expect(link, mesh.parties[peer])
-            link.settimeout(None)
         except (OSError, ssl.SSLError, PeerRefused, ConnectionError):
             sock.close()
             return
@@ -487,7 +490,6 @@ def _link_parties(
             peer_host, _, peer_port = where.rpartition(":")
             link = _dial(tls, (peer_host, int(peer_port)), mesh.parties[peer], deadline)
             link.sendall(HELLO.pack(mesh.rank))
-            link.settimeout(None)
             mesh.out[peer] = OutLink(link, peer)
         with arrived:
             while not set(foreign) <= set(mesh.into):

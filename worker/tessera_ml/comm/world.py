@@ -45,6 +45,7 @@ def join_world(
     backend: str = "gloo",
     device: torch.device | None = None,
     timeout_s: float = 300.0,
+    collective_timeout_s: float = 300.0,
 ) -> JobWorld:
     """Rank 0 serves the store at ``store_address`` (its own address); every rank joins it,
     then its party's world and its links to the other parties."""
@@ -63,6 +64,7 @@ def join_world(
             backend=backend,
             device=device,
             timeout_s=timeout_s,
+            collective_timeout_s=collective_timeout_s,
         )
     except BaseException:
         if server is not None:
