@@ -30,6 +30,7 @@ class Agent:
         heartbeat_s: float = 2.0,
         on_new_identity: Callable[[str], None] | None = None,
         identity: WorkerIdentity | None = None,
+        on_cut_off: Callable[[str], None] | None = None,
     ) -> None:
         self.api = api
         self.identity = identity
@@ -37,6 +38,7 @@ class Agent:
         self._accelerators = accelerators
         self.heartbeat_s = heartbeat_s
         self._on_new_identity = on_new_identity
+        self._on_cut_off = on_cut_off
         self.worker_id: str | None = None
         self._tasks: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
@@ -117,5 +119,12 @@ class Agent:
         while not self._closed.wait(self.heartbeat_s):
             try:
                 self.beat()
-            except (ApiError, httpx.HTTPError) as exc:
+            except ApiError as exc:
+                if exc.code == "party_disabled":
+                    self.stop_everything()
+                    if self._on_cut_off is not None:
+                        self._on_cut_off(exc.detail)
+                    return
+                print(f"tessera worker: heartbeat failed: {exc}", file=sys.stderr, flush=True)
+            except httpx.HTTPError as exc:
                 print(f"tessera worker: heartbeat failed: {exc}", file=sys.stderr, flush=True)

@@ -165,6 +165,12 @@ def _restart(worker_id: str) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+def _cut_off(detail: str) -> None:
+    """The control plane disabled this worker's party: its tasks were stopped; leave."""
+    print(f"tessera worker: {detail}; stopping", file=sys.stderr, flush=True)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def build_runtime(args: argparse.Namespace) -> Runtime:
     home = Path(args.home).expanduser() if args.home else default_home()
     address = args.address or route_address(args.api)
@@ -177,6 +183,7 @@ def build_runtime(args: argparse.Namespace) -> Runtime:
         heartbeat_s=args.heartbeat,
         on_new_identity=_restart,
         identity=identity,
+        on_cut_off=_cut_off,
     )
     settings = LaunchSettings(
         extra_env=socket_interface_env(address),

@@ -13,10 +13,11 @@ API = "/api/v1"
 class ApiError(RuntimeError):
     """The control plane answered with an error status."""
 
-    def __init__(self, status: int, detail: str) -> None:
+    def __init__(self, status: int, detail: str, code: str = "") -> None:
         super().__init__(f"control plane answered {status}: {detail}")
         self.status = status
         self.detail = detail
+        self.code = code
 
     @property
     def retryable(self) -> bool:
@@ -48,7 +49,7 @@ class ControlPlane:
     def _call(self, method: str, path: str, body: Any = None) -> Any:
         response = self._http.request(method, API + path, json=body, headers=self._headers)
         if response.status_code >= 400:
-            raise ApiError(response.status_code, _detail(response))
+            raise ApiError(response.status_code, _detail(response), _code(response))
         if response.status_code == 204 or not response.content:
             return None
         return response.json()
@@ -91,6 +92,14 @@ def _verify(verify: str | bool) -> ssl.SSLContext | bool:
     if isinstance(verify, bool):
         return verify
     return ssl.create_default_context(cafile=verify)
+
+
+def _code(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return ""
+    return str(body.get("code", "")) if isinstance(body, dict) else ""
 
 
 def _detail(response: httpx.Response) -> str:

@@ -25,6 +25,10 @@ from tessera_worker.demo import DEMO_PARTIES, ensure_party, token_file
 from tessera_worker.launcher import SECRET_NAME
 
 
+USAGE_EXIT = 2
+"""What ``tessera worker`` exits with when it cannot or may not run."""
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tessera up",
@@ -186,10 +190,15 @@ def run(settings: Settings, args: argparse.Namespace, parties: list[str], local:
         print(banner(url, settings, parties, local), flush=True)
         while not server.should_exit:
             for name, proc in list(running.items()):
-                if proc.poll() is not None:
-                    print(f"tessera up: worker {name} exited ({proc.returncode}); restarting")
-                    running[name] = start_worker(name, tokens[name], url, settings)
-                    workers.append(running[name])
+                if proc.poll() is None:
+                    continue
+                if proc.returncode == USAGE_EXIT:  # refused (a disabled party): not again
+                    print(f"tessera up: worker {name} stopped; see its log", flush=True)
+                    del running[name]
+                    continue
+                print(f"tessera up: worker {name} exited ({proc.returncode}); restarting")
+                running[name] = start_worker(name, tokens[name], url, settings)
+                workers.append(running[name])
             time.sleep(1.0)
         procs.stop_all(list(running.values()), grace_s=10)
 

@@ -57,7 +57,7 @@ def update_party(
 
 @router.post("/{name}/disable")
 def disable_party(name: str, caller: Admin, session: SessionDep) -> PartyPublic:
-    """Disable a party: its token stops working and it cannot join new jobs."""
+    """Disable a party: its tokens stop working and it leaves its unfinished jobs."""
     party = parties.get_party(session, name=name, caller=caller)
     parties.update_party(session, party=party, party_in=PartyUpdate(disabled=True))
     session.commit()

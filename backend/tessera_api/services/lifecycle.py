@@ -14,7 +14,7 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from tessera_api.errors import conflict, invalid, not_found
-from tessera_api.models import Attempt, Checkpoint, Job, Party, Task, Worker
+from tessera_api.models import Attempt, Checkpoint, Job, Party, RoleAssignment, Task, Worker
 from tessera_api.services.history import (
     create_task_record,
     move_attempt,
@@ -348,3 +348,36 @@ def _resume_point(
     )
     assert uri is not None
     return chosen, uri
+
+
+def cut_off_party(session: Session, *, party: Party) -> list[str]:
+    """A disabled party leaves every unfinished job it holds a role in; returns their ids.
+
+    Running attempts fail, naming the party, so the other parties' ranks stop at their next
+    heartbeat; jobs not yet started are cancelled."""
+    reason = f"party {party.name} was disabled: its workers are cut off"
+    held = select(RoleAssignment.job_id).where(RoleAssignment.party_id == party.id)
+    live = [s.value for s in JobStatus if s not in JOB_TERMINAL]
+    ended: list[str] = []
+    for job_id in session.scalars(select(Job.id).where(Job.id.in_(held), Job.status.in_(live))):
+        job = lock_job(session, job_id=job_id)
+        attempt = current_attempt(job)
+        status = JobStatus(job.status)
+        if status in (JobStatus.running, JobStatus.cancelling):
+            for task in attempt.tasks:
+                if task.party_id == party.id and TaskStatus(task.status) not in TASK_TERMINAL:
+                    report_task_status(
+                        session,
+                        task=task,
+                        status=TaskStatus.failed,
+                        reason=reason,
+                        exit_code=None,
+                        rank=None,
+                    )
+        else:
+            if AttemptStatus(attempt.status) not in ATTEMPT_TERMINAL:
+                move_attempt(session, attempt=attempt, to=AttemptStatus.cancelled, reason=reason)
+            move_job(session, job=job, to=JobStatus.cancelled, reason=reason)
+        ended.append(job_id)
+    session.flush()
+    return ended

@@ -9,6 +9,7 @@ from tessera_api.errors import conflict, forbidden, invalid, not_found
 from tessera_api.models import Party
 from tessera_api.schemas import PartyCreate, PartyUpdate
 from tessera_api.security import Caller, hash_token, new_party_token
+from tessera_api.services.lifecycle import cut_off_party
 from tessera_api.services.policy import ADMIN
 
 
@@ -57,7 +58,10 @@ def update_party(session: Session, *, party: Party, party_in: PartyUpdate) -> Pa
     if party_in.description is not None:
         party.description = party_in.description
     if party_in.disabled is not None:
+        newly = party_in.disabled and not party.disabled
         party.disabled = party_in.disabled
+        if newly:
+            cut_off_party(session, party=party)
     session.flush()
     return party
 

@@ -8,7 +8,7 @@ from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from tessera_api.models import Party
-from tests.backend.factories import ADMIN, API, create_party
+from tests.backend.factories import ADMIN, API, create_job, create_party, get_job, running_job
 
 
 def test_token_is_shown_once_and_stored_hashed(client: TestClient) -> None:
@@ -52,3 +52,30 @@ def test_list_is_paginated_and_scoped(client: TestClient) -> None:
     assert page["count"] == 3 and [p["name"] for p in page["data"]] == ["p1", "p2"]
     own = client.get(f"{API}/parties", headers=parties[0].auth).json()
     assert [p["name"] for p in own["data"]] == ["p0"]
+
+
+def test_disabling_a_party_cuts_off_its_workers_and_its_jobs(client: TestClient) -> None:
+    job = running_job(client)
+    waiting = create_job(client, [{"party": job.bob.name, "role": "trainer"}])
+
+    response = client.post(f"{API}/parties/{job.bob.name}/disable", headers=ADMIN)
+
+    assert response.status_code == 200
+    failed = get_job(client, job.id)
+    assert failed["status"] == "failed"
+    assert f"party {job.bob.name} was disabled" in failed["status_reason"]
+    assert get_job(client, waiting["id"])["status"] == "cancelled"
+    beat = client.post(
+        f"{API}/workers/{job.bob_worker}/heartbeat",
+        json={"running_tasks": [job.bob_task]},
+        headers=job.bob.auth,
+    )
+    assert beat.status_code == 403
+    assert beat.json()["code"] == "party_disabled"
+    assert "cut off" in beat.json()["detail"]
+    alice_beat = client.post(
+        f"{API}/workers/{job.alice_worker}/heartbeat",
+        json={"running_tasks": [job.alice_task]},
+        headers=job.alice.auth,
+    )
+    assert alice_beat.json()["stop_tasks"] == [job.alice_task]
