@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 
 ADMIN_TOKEN = "e2e-admin-token-0123456789"
+CONTROL_PLANE_ONLY = ("TESSERA_ADMIN_TOKEN", "TESSERA_DATABASE_URL")
 
 
 @dataclass
@@ -78,10 +79,17 @@ class Platform:
         return (self.home / "tokens" / f"{party}.token").read_text().strip()
 
     def start_worker(self, party: str) -> subprocess.Popen[bytes]:
-        env = self.env | {"TESSERA_PARTY_TOKEN": self.token(party)}
+        """A worker as a party's host runs it: the token in a file, no control-plane secret."""
+        env = {k: v for k, v in self.env.items() if k not in CONTROL_PLANE_ONLY}
         argv = [sys.executable, "-m", "tessera_api.cli", "worker", "--party", party]
+        token_file = self.home / "tokens" / f"{party}.token"
         with (self.home / f"worker-{party}.out").open("ab") as log:
-            proc = subprocess.Popen([*argv, "--api", self.url], env=env, stdout=log, stderr=log)
+            proc = subprocess.Popen(
+                [*argv, "--api", self.url, "--token-file", str(token_file)],
+                env=env,
+                stdout=log,
+                stderr=log,
+            )
         self.extra.append(proc)
         return proc
 

@@ -156,12 +156,15 @@ def _pickle_to_rank_one(comm: Communicator, marker: str) -> str | None:
     return str(refused.value)
 
 
-def test_a_peer_pickle_is_refused_and_never_loaded(tmp_path: Path) -> None:
+@pytest.mark.parametrize("parties", [None, ["alice", "bob"]], ids=["gloo", "between-parties"])
+def test_a_peer_pickle_is_refused_and_never_loaded(
+    tmp_path: Path, parties: list[str] | None
+) -> None:
     live = tmp_path / "live"
     pickle.loads(pickle.dumps(_Touch(str(live))))
     assert live.exists(), "the payload would act if it were unpickled"
     marker = tmp_path / "marker"
-    _, message = run_world(_pickle_to_rank_one, 2, str(marker))
+    _, message = run_world(_pickle_to_rank_one, 2, str(marker), parties=parties)
     assert message is not None and "pickled payload" in message
     assert not marker.exists()
 
