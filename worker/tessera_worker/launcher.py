@@ -133,7 +133,13 @@ def rank_specs(
             api_url=settings.api_url,
             api_ca_file=settings.api_ca_file,
             checkpoint_dir=str(checkpoints),
-            resume_from=launch.resume_from.uri if launch.resume_from else None,
+            # this host's own checkpoint of that step: a path another party reported is not
+            # opened here, whatever it says
+            resume_from=(
+                str(checkpoints / f"step-{launch.resume_from.step:09d}")
+                if launch.resume_from
+                else None
+            ),
             data_root=str(settings.home / "data"),
             rendezvous_timeout_s=settings.rendezvous_timeout_s,
             collective_timeout_s=settings.collective_timeout_s,

@@ -24,7 +24,6 @@ from tessera_worker.cli import SLUG, UsageError
 from tessera_worker.demo import DEMO_PARTIES, ensure_party, token_file
 from tessera_worker.launcher import SECRET_NAME
 
-
 USAGE_EXIT = 2
 """What ``tessera worker`` exits with when it cannot or may not run."""
 
