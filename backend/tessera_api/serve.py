@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import ssl
 import sys
+from pathlib import Path
 
 from fastapi import FastAPI
 from pydantic import ValidationError
@@ -21,11 +23,36 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         action="store_true",
         help="only queue jobs; place and dispatch nothing (no broker needed)",
     )
+    add_tls_arguments(parser)
     return parser.parse_args(argv)
+
+
+def add_tls_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--tls-cert", help="serve HTTPS with this certificate (PEM, with chain)")
+    parser.add_argument("--tls-key", help="the certificate's private key (PEM)")
+
+
+def tls_problem(cert: str | None, key: str | None) -> str | None:
+    """Why ``--tls-cert``/``--tls-key`` cannot be used, or None when they can (or are unset)."""
+    if (cert is None) != (key is None):
+        return "--tls-cert and --tls-key go together"
+    for flag, path in (("--tls-cert", cert), ("--tls-key", key)):
+        if path is not None and not Path(path).is_file():
+            return f"{flag} {path} is not a file"
+    if cert is not None and key is not None:
+        try:
+            ssl.create_default_context(ssl.Purpose.CLIENT_AUTH).load_cert_chain(cert, key)
+        except (ssl.SSLError, OSError) as exc:
+            return f"cannot use {cert} with {key}: {exc}"
+    return None
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    problem = tls_problem(args.tls_cert, args.tls_key)
+    if problem is not None:
+        print(f"tessera api: {problem}", file=sys.stderr)
+        return 2
     try:
         settings = Settings()
     except ValidationError as exc:
@@ -44,7 +71,13 @@ def main(argv: list[str]) -> int:
 
     import uvicorn
 
-    uvicorn.run(build_app(settings, args.no_scheduler), host=args.host, port=args.port)
+    uvicorn.run(
+        build_app(settings, args.no_scheduler),
+        host=args.host,
+        port=args.port,
+        ssl_certfile=args.tls_cert,
+        ssl_keyfile=args.tls_key,
+    )
     return 0
 
 

@@ -60,3 +60,99 @@ def test_invalid_settings_refuse_to_start(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("TESSERA_MODE", "production")
     monkeypatch.setenv("TESSERA_ADMIN_TOKEN", "")
     assert main(["--port", "1"]) == 2
+
+
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    """A server certificate for 127.0.0.1, signed by itself (its own CA file)."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = dt.datetime.now(dt.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(minutes=5))
+        .not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "server.pem", folder / "server.key"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return cert_path, key_path
+
+
+def test_tessera_api_serves_https_that_workers_verify_against_a_ca_file(tmp_path: Path) -> None:
+    from tessera_worker.client import ControlPlane
+
+    cert, key = self_signed(tmp_path)
+    port = free_port()
+    env = {**os.environ, "TESSERA_HOME": str(tmp_path), "TESSERA_ADMIN_TOKEN": "serve-token"}
+    env.pop("TESSERA_DATABASE_URL", None)
+    argv = [sys.executable, "-m", "tessera_api.cli", "api", "--port", str(port)]
+    process = subprocess.Popen(
+        [*argv, "--tls-cert", str(cert), "--tls-key", str(key), "--no-scheduler"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    url = f"https://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                health = httpx.get(f"{url}/api/v1/health", verify=str(cert))
+                break
+            except httpx.ConnectError:
+                assert process.poll() is None, process.stderr.read() if process.stderr else ""
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        assert health.json() == {"status": "ok"}
+        with pytest.raises(httpx.ConnectError, match="CERTIFICATE_VERIFY_FAILED"):
+            httpx.get(f"{url}/api/v1/health")  # the system's CAs do not know it
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"http://127.0.0.1:{port}/api/v1/health")  # no plaintext
+        api = ControlPlane(url, "serve-token", verify=str(cert))
+        with pytest.raises(Exception, match="403"):
+            api.register({"hostname": "h", "cpu_count": 1, "memory_bytes": 1})  # admin: 403
+        api.close()
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--tls-cert", "x.pem"], "--tls-cert and --tls-key go together"),
+        (
+            ["--tls-cert", "/nope.pem", "--tls-key", "/nope.key"],
+            "--tls-cert /nope.pem is not a file",
+        ),
+    ],
+)
+def test_tls_arguments_are_checked_before_serving(
+    extra: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--port", "1", *extra]) == 2
+    assert message in capsys.readouterr().err

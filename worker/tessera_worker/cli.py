@@ -141,6 +141,11 @@ def register(agent: Agent, api_url: str, wait_s: float = 60.0) -> str:
             if not exc.retryable or time.monotonic() > deadline:
                 raise UsageError(f"could not register at {api_url}: {exc}") from exc
         except httpx.HTTPError as exc:
+            if "CERTIFICATE_VERIFY_FAILED" in str(exc):
+                raise UsageError(
+                    f"the control plane at {api_url} presented a certificate this worker does "
+                    f"not trust (give its CA with --ca-file): {exc}"
+                ) from exc
             if time.monotonic() > deadline:
                 raise UsageError(f"cannot reach the control plane at {api_url}: {exc}") from exc
         time.sleep(1.0)

@@ -14,9 +14,11 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 from pydantic import ValidationError
 
+from tessera_api.serve import add_tls_arguments, tls_problem
 from tessera_api.settings import DEFAULT_ADMIN_TOKEN, Mode, Settings
 from tessera_worker import procs
 from tessera_worker.broker import EMBEDDED, redact
@@ -40,6 +42,12 @@ def parser() -> argparse.ArgumentParser:
         default=",".join(DEMO_PARTIES),
         help="demo parties to create (comma-separated; default: %(default)s)",
     )
+    add_tls_arguments(p)
+    p.add_argument(
+        "--tls-ca",
+        help="the CA the local workers check --tls-cert against (default: --tls-cert itself, "
+        "which suits a self-signed certificate)",
+    )
     p.add_argument(
         "--workers",
         default=None,
@@ -60,6 +68,11 @@ def _names(text: str, what: str) -> list[str]:
 def check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     if not 0 < args.port < 65536:
         raise UsageError(f"--port must be between 1 and 65535, got {args.port}")
+    problem = tls_problem(args.tls_cert, args.tls_key)
+    if problem is not None:
+        raise UsageError(problem)
+    if args.tls_ca is not None and not Path(args.tls_ca).is_file():
+        raise UsageError(f"--tls-ca {args.tls_ca} is not a file")
     parties = _names(args.parties, "--parties")
     if args.workers is None:
         return parties, parties
@@ -83,7 +96,7 @@ def load_settings() -> Settings:
 
 
 def start_worker(
-    party: str, token: str, api_url: str, settings: Settings
+    party: str, token: str, api_url: str, settings: Settings, ca_file: str | None = None
 ) -> subprocess.Popen[bytes]:
     """``tessera worker`` for one party, as a child that dies with this process.
 
@@ -97,6 +110,8 @@ def start_worker(
     }
     env.update(TESSERA_HOME=str(home), TESSERA_BROKER_URL=settings.broker_url)
     argv = [sys.executable, "-m", "tessera_api.cli", "worker", "--party", party, "--api", api_url]
+    if ca_file is not None:
+        argv += ["--ca-file", ca_file]
     return procs.spawn(
         [*argv, "--token-file", "-"],
         env=env,
@@ -172,9 +187,17 @@ def run(settings: Settings, args: argparse.Namespace, parties: list[str], local:
         tokens = {name: ensure_party(session, settings.home, name, trusted) for name in parties}
         session.commit()
     host = "127.0.0.1" if args.host in {"0.0.0.0", "::"} else args.host
-    url = f"http://{host}:{args.port}"
+    url = f"{'https' if args.tls_cert else 'http'}://{host}:{args.port}"
+    ca_file = args.tls_ca or args.tls_cert
     server = uvicorn.Server(
-        uvicorn.Config(app, host=args.host, port=args.port, log_level="warning")
+        uvicorn.Config(
+            app,
+            host=args.host,
+            port=args.port,
+            log_level="warning",
+            ssl_certfile=args.tls_cert,
+            ssl_keyfile=args.tls_key,
+        )
     )
     workers: list[subprocess.Popen[bytes]] = []
 
@@ -184,7 +207,7 @@ def run(settings: Settings, args: argparse.Namespace, parties: list[str], local:
             time.sleep(0.1)
         if server.should_exit:
             return
-        running = {name: start_worker(name, tokens[name], url, settings) for name in local}
+        running = {name: start_worker(name, tokens[name], url, settings, ca_file) for name in local}
         workers.extend(running.values())
         print(banner(url, settings, parties, local), flush=True)
         while not server.should_exit:
@@ -196,7 +219,7 @@ def run(settings: Settings, args: argparse.Namespace, parties: list[str], local:
                     del running[name]
                     continue
                 print(f"tessera up: worker {name} exited ({proc.returncode}); restarting")
-                running[name] = start_worker(name, tokens[name], url, settings)
+                running[name] = start_worker(name, tokens[name], url, settings, ca_file)
                 workers.append(running[name])
             time.sleep(1.0)
         procs.stop_all(list(running.values()), grace_s=10)
