@@ -103,6 +103,10 @@ class ByteStats:
             self.messages_sent = 0
 
 
+MAX_DATA_BYTES = 1 << 30
+"""The largest plain-data message a rank accepts: a peer cannot make it allocate more."""
+
+
 def nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
@@ -176,8 +180,11 @@ class Communicator(ABC):
         length = torch.zeros(1, dtype=torch.int64, device=self.device)
         self.recv(length, src)
         size = int(length.item())
-        if size < 0:
-            raise codec.DecodeError(f"rank {src} announced a payload of {size} bytes")
+        if not 0 <= size <= MAX_DATA_BYTES:
+            raise codec.DecodeError(
+                f"rank {src} announced a payload of {size} bytes "
+                f"(plain data is at most {MAX_DATA_BYTES} bytes)"
+            )
         payload = torch.empty(size, dtype=torch.uint8, device=self.device)
         self.recv(payload, src)
         return codec.decode(payload.cpu().numpy().tobytes())
