@@ -41,6 +41,7 @@ export function PartiesPage() {
                     <th>CPU / memory</th>
                     <th>Accelerators</th>
                     <th>torch</th>
+                    <th>Certificate</th>
                     <th>Running tasks</th>
                   </tr>
                 </thead>
@@ -57,6 +58,7 @@ export function PartiesPage() {
                       </td>
                       <td>{w.accelerators.length ? w.accelerators.map((a) => `${a.name} (${formatBytes(a.free_memory)} / ${formatBytes(a.total_memory)} free)`).join("; ") : "—"}</td>
                       <td className="mono">{w.torch_version || "—"}</td>
+                      <td>{certificateText(w.certificate_expires_at)}</td>
                       <td>
                         {!w.running_tasks?.length
                           ? "—"
@@ -70,7 +72,7 @@ export function PartiesPage() {
                   ))}
                   {own.length === 0 && (
                     <tr>
-                      <td colSpan={7} className="muted">
+                      <td colSpan={8} className="muted">
                         No worker registered.
                       </td>
                     </tr>
@@ -137,4 +139,12 @@ function CreateParty() {
       )}
     </form>
   );
+}
+
+/** A worker's certificate as its party's identity on links to other parties. */
+export function certificateText(expiresAt: string | null | undefined, now: Date = new Date()): string {
+  if (!expiresAt) return "none (registered without one)";
+  const days = Math.floor((new Date(expiresAt).getTime() - now.getTime()) / 86_400_000);
+  if (days < 0) return "expired: restart the worker";
+  return `valid ${days} more day${days === 1 ? "" : "s"}`;
 }
