@@ -1,8 +1,10 @@
-"""One real 4-rank gloo world for every multi-process test of hier_sync.
+"""One real 4-rank world for every multi-process test of hier_sync.
 
 Starting a world costs far more than the work these tests do, so the world runs the ring
 collective checks and then every platform job (two nodes of two devices, and ddp on the same
-four ranks) once per session; the tests read what it returned.
+four ranks) once per session; the tests read what it returned. Every job puts alice on ranks 0
+and 1 and bob on ranks 2 and 3, and the world is wired as the platform wires such a job: each
+party's ranks on their own gloo world, TLS between the parties.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from tessera_ml.algorithms.hier_sync.jobs import Job, JobOutcome, run_jobs
 from tessera_ml.comm.base import Communicator
 from tessera_ml.testing import run_world
 from tests.ml.hier_sync.test_ring import run_collectives
+from tests.ml.worlds import world_parties
 
 STEPS = 50
 NODES = [
@@ -76,7 +79,11 @@ def _world_main(comm: Communicator, job_list: list[Job]) -> dict[str, Any]:
 @pytest.fixture(scope="session")
 def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("hier_sync")
-    per_rank: list[dict[str, Any]] = run_world(_world_main, 4, jobs(root), timeout_s=400)
+    job_list = jobs(root)
+    parties = world_parties((j.algorithm, j.assignments, j.config) for j in job_list)
+    per_rank: list[dict[str, Any]] = run_world(
+        _world_main, 4, job_list, timeout_s=400, parties=parties
+    )
     outcomes: dict[str, JobOutcome] = {
         f"{name}@{rank}": outcome
         for rank, out in enumerate(per_rank)

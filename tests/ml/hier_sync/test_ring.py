@@ -1,4 +1,5 @@
-"""Ring collectives with uneven chunks on a real gloo world: sums and bytes on the wire."""
+"""Ring collectives with uneven chunks on the shared world (see conftest: alice's ranks on gloo,
+TLS to bob's): sums and bytes on the wire."""
 
 from __future__ import annotations
 

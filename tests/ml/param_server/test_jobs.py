@@ -1,4 +1,5 @@
-"""Whole jobs on real gloo worlds: two servers, two workers, as the platform runs them."""
+"""Whole jobs on a real world wired as the platform wires it: two servers on alice, a worker on
+bob and one on carol (each party on its own gloo world, TLS between parties)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from tessera_ml.algorithms.param_server.clicklog import ClickLog
 from tessera_ml.algorithms.param_server.hashing import shard_of
 from tessera_ml.comm.base import Communicator
 from tessera_ml.testing import entry_point, rank_context, run_world
+from tests.ml.worlds import world_parties
 
 ASSIGNMENTS: list[dict[str, Any]] = [
     {"party": "alice", "role": "server", "processes": 2},
@@ -62,6 +64,15 @@ class _StopAfter:
         return self.calls < 0
 
 
+def _planned(config: dict[str, Any]) -> tuple[str, list[dict[str, Any]], dict[str, Any]]:
+    """The algorithm, assignments and config of a job of ``_jobs``: ``dataset`` goes to the
+    workers, ``stop_after`` to the stop signal."""
+    dataset = config.get("dataset")
+    assignments = [{**a, "dataset": dataset} if a["role"] == "worker" else a for a in ASSIGNMENTS]
+    rest = {k: v for k, v in config.items() if k not in ("dataset", "stop_after")}
+    return "param_server", assignments, rest
+
+
 def _jobs(comm: Communicator, jobs: list[tuple[dict[str, Any], str | None, str | None]]) -> Any:
     """Run param_server jobs one after the other in this world.
 
@@ -72,17 +83,12 @@ def _jobs(comm: Communicator, jobs: list[tuple[dict[str, Any], str | None, str |
     entry = entry_point("param_server")
     outcomes = []
     for config, checkpoint_dir, resume_from in jobs:
-        dataset, stop_after = config.get("dataset"), config.get("stop_after")
-        assignments = [
-            {**a, "dataset": dataset} if a["role"] == "worker" else a for a in ASSIGNMENTS
-        ]
+        stop_after = config.get("stop_after")
         comm.stats.reset()
         reporter = MemoryReporter()
         ctx = rank_context(
             comm,
-            "param_server",
-            assignments,
-            {k: v for k, v in config.items() if k not in ("dataset", "stop_after")},
+            *_planned(config),
             reporter=reporter,
             stop=_StopAfter(stop_after if stop_after is not None else 1 << 62),
             checkpoint_dir=checkpoint_dir,
@@ -107,7 +113,10 @@ def test_sync_job_then_resume_dedup_async_and_eviction(tmp_path: Path) -> None:
         ({**BASE, "eviction": "ttl", "ttl_steps": 1, "evict_every": 3}, None, None),
         ({**BASE, "stop_after": 2}, str(tmp_path / "f"), None),
     ]
-    outcomes = run_world(_jobs, 4, jobs)
+    # servers on alice, workers on bob and carol: the mesh, as on the platform
+    parties = world_parties(_planned(config) for config, _, _ in jobs)
+    assert parties == ["alice", "alice", "bob", "carol"]
+    outcomes = run_world(_jobs, 4, jobs, parties=parties)
     full, resumed, undeduped, stale, evicting, from_dataset, admitting, expiring, stopped = zip(
         *outcomes, strict=True
     )

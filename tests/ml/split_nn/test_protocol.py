@@ -1,7 +1,9 @@
-"""split_nn on a real gloo world: equality with centralised training, schedules, bytes, privacy.
+"""split_nn on a real world: equality with centralised training, schedules, bytes, privacy.
 
 One world of three processes runs every job below in turn (process start-up is the expensive
-part on a loaded machine); the tests then check what each job returned and sent.
+part on a loaded machine); the tests then check what each job returned and sent. The world is
+wired as the platform wires these jobs (alice, bob and carol, TLS between them), so every job
+plans the same party on each rank.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from tessera_ml.algorithms.split_nn.party_data import load_party
 from tessera_ml.algorithms.split_nn.spec import SplitNNConfig
 from tessera_ml.comm import codec
 from tessera_ml.testing import run_world
-from tests.ml.split_nn.world import Job, run_jobs
+from tests.ml.split_nn.world import Job, parties, run_jobs
 
 DATA = "sklearn:breast_cancer"
 SMALL = {
@@ -35,7 +37,7 @@ CHAIN = [
         "dataset": f"{DATA}?columns=0:30",
         "options": {"keep": 0.9},
     },
-    {"party": "mid", "role": "middle"},
+    {"party": "bob", "role": "middle"},
     {"party": "carol", "role": "label", "dataset": DATA, "options": {"keep": 0.95}},
 ]
 TWO_FEATURES = [
@@ -102,7 +104,8 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[st
         "cancelled": Job(TWO_FEATURES, RESUMABLE, stop_on_rank=1),
     }
     names = list(jobs)
-    per_rank = run_world(run_jobs, 3, [jobs[n] for n in names], timeout_s=180)
+    listed = [jobs[n] for n in names]
+    per_rank = run_world(run_jobs, 3, listed, timeout_s=180, parties=parties(listed))
     return {n: [per_rank[r][i] for r in range(3)] for i, n in enumerate(names)}
 
 

@@ -1,4 +1,7 @@
-"""Runs several split_nn jobs in one real gloo world, recording every message each rank sends."""
+"""Runs several split_nn jobs in one real world, recording every message each rank sends.
+
+The world is wired as the platform wires a split_nn job (``parties``): every rank is its own
+party, so every message crosses a TLS link."""
 
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from tessera_ml.algorithms.split_nn.rank import run
 from tessera_ml.comm.base import ByteStats, Communicator, Group, ReduceOp, Work
 from tessera_ml.report import MemoryReporter
 from tessera_ml.testing import rank_context
+from tests.ml.worlds import world_parties
 
 
 class RecordingCommunicator(Communicator):
@@ -80,6 +84,11 @@ class Job:
     resume_from: str | None = None
     stop_on_rank: int | None = None
     """This rank's stop signal is set before the job starts (a cancellation seen by one rank)."""
+
+
+def parties(jobs: Sequence[Job]) -> list[str]:
+    """The party of each rank of a world running ``jobs``: the same in every job's plan."""
+    return world_parties(("split_nn", job.assignments, job.config) for job in jobs)
 
 
 def run_jobs(comm: Communicator, jobs: list[Job]) -> list[dict[str, Any]]:

@@ -1,4 +1,5 @@
-"""The pair protocol on a real gloo world against a single-process reference."""
+"""The pair protocol on a real world, wired as the platform wires it, against a single-process
+reference."""
 
 from __future__ import annotations
 

@@ -1,9 +1,12 @@
-"""One real gloo world of four processors shared by the multi-process tests.
+"""One real world of four processors shared by the multi-process tests.
 
 Starting processes dominates the cost of these tests, so a single world runs everything: a few
 protocol steps in both direction modes, a 1000-step platform job planned for two parties, and
-short jobs that are resumed and fine-tuned from checkpoints. Results travel back as plain
-Python and numpy values (tensors would use shared memory that dies with the rank).
+short jobs that are resumed and fine-tuned from checkpoints. Every job has the same two
+parties (three processors on alice, one on bob), and the world is wired as the platform wires
+such a job (``PLANS``, see ``conftest.py``): each party on its own gloo world, TLS between them.
+Results travel back as plain Python and numpy values (tensors would use shared memory that dies
+with the rank).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from tessera_ml.comm.base import Communicator
 from tessera_ml.models.zoo import build_model
 from tessera_ml.report import MemoryReporter
 from tessera_ml.testing import rank_context
+from tests.ml.worlds import JobPlan
 
 EPS, LR, STEPS, MB = 1e-2, 0.05, 3, 4
 
@@ -115,12 +119,15 @@ JOB: dict[str, Any] = {
 }
 
 
+PLANS: list[JobPlan] = [("zo_pair", LONG_ASSIGNMENTS, LONG_JOB), ("zo_pair", LONG_ASSIGNMENTS, JOB)]
+"""What plans the world's jobs: every one of them puts the same party on each rank."""
+
+
 def _jobs(comm: Communicator, folder: Path) -> dict[str, Any]:
     """Whole jobs through the entry point: uninterrupted, resumed at step 10, fine-tuned."""
-    assignments = [{"party": "a", "role": "processor", "processes": comm.world_size}]
 
     def job(config: dict[str, Any], name: str, resume: Path | None = None) -> dict[str, Any]:
-        outcome = run_job(comm, assignments, config, folder / name, resume)
+        outcome = run_job(comm, LONG_ASSIGNMENTS, config, folder / name, resume)
         result: dict[str, Any] = outcome["result"]
         return result
 
