@@ -26,11 +26,15 @@ from tessera_ml.netns import Testbed
 from tessera_ml.testing import run_world
 
 PLACEMENT = [0, 0, 1, 1]
-NODES = [
-    {"party": "node-a", "role": "node", "processes": 2},
-    {"party": "node-b", "role": "node", "processes": 2},
+PARTY = "cluster"
+# two nodes of two devices of one party: what a platform job of that party runs, gloo between
+# the nodes (nodes of different parties talk over TLS links instead)
+NODE_OPTIONS: dict[str, Any] = {"devices_per_node": 2}
+NODES: list[dict[str, Any]] = [
+    {"party": PARTY, "role": "node", "processes": 4, "options": NODE_OPTIONS}
 ]
-TRAINERS = [{"party": "bench", "role": "trainer", "processes": 4}]
+TRAINERS = [{"party": PARTY, "role": "trainer", "processes": 4}]
+WIRING = [PARTY] * 4
 SETTABLE = (
     "steps",
     "batch_size",
@@ -65,7 +69,7 @@ def agreement(root: Path) -> dict[str, float]:
         Job("equal", "hier_sync", NODES, config, str(root / "equal")),
         Job("uneven", "hier_sync", NODES, {**config, **uneven}, str(root / "uneven")),
     ]
-    run_world(run_jobs, 4, jobs)
+    run_world(run_jobs, 4, jobs, parties=WIRING)
     last = f"step-{AGREEMENT_STEPS:09d}"
     reference = ddp_params(root / "ddp" / last)
     diffs = {}
@@ -110,7 +114,7 @@ def speed(config: dict[str, Any], testbed: Testbed | None, warmup: int) -> dict[
     ddp_config = {k: v for k, v in config.items() if k != "bucket_bytes"} | {"eval_interval": 0}
     jobs = [Job("ddp", "ddp", TRAINERS, ddp_config), Job("hier", "hier_sync", NODES, config)]
     hosts = PLACEMENT if testbed else None
-    outcomes: Outcomes = run_world(run_jobs, 4, jobs, hosts=hosts, testbed=testbed)
+    outcomes: Outcomes = run_world(run_jobs, 4, jobs, hosts=hosts, testbed=testbed, parties=WIRING)
     first = outcomes[0]
     numel = int(first["hier"].result["numel"])
     results: dict[str, Any] = {
@@ -144,16 +148,17 @@ def proportional(
     thread to mean anything). Equal and proportional runs alternate ``repeats`` times on one
     world, so a change of the machine's load during the measurement falls on both.
     """
-    compute = [slowdown, 1.0]
+    compute = [slowdown, 1.0] * 2
     if mode == "threads":
         threads = [int(slowdown), 1, int(slowdown), 1]
         extra: dict[str, Any] = {}
     else:
         threads = [1, 1, 1, 1]
-        extra = {"pace": [1.0, 1.0 / slowdown]}
-    capacity = {"capacity": compute}
-    options = {"options": {"compute": compute, **extra}}
-    nodes = [{**n, **capacity, **options} for n in NODES]
+        extra = {"pace": [1.0, 1.0 / slowdown] * 2}
+    nodes = [
+        {**n, "capacity": compute, "options": {**NODE_OPTIONS, "compute": compute, **extra}}
+        for n in NODES
+    ]
     sized_config = {**config, "slicing": "memory_and_compute"}
     jobs = []
     for i in range(repeats):
@@ -161,7 +166,7 @@ def proportional(
             Job(f"equal-{i}", "hier_sync", nodes, config),
             Job(f"sized-{i}", "hier_sync", nodes, sized_config),
         ]
-    outcomes: Outcomes = run_world(run_jobs, 4, jobs, threads=threads)
+    outcomes: Outcomes = run_world(run_jobs, 4, jobs, threads=threads, parties=WIRING)
     equal_time = _pooled_step_time(outcomes, "equal", warmup)
     sized_time = _pooled_step_time(outcomes, "sized", warmup)
     sized = [o["sized-0"].result for o in outcomes]
