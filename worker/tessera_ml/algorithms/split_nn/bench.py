@@ -1,19 +1,32 @@
 """``tessera bench split_nn``: split learning beside its baselines, in one invocation.
 
-Three parties (one per simulated host with ``--netns``) run, in one world, one after another:
+Three parties (one per simulated host with ``--netns``), wired as the platform wires a job (TLS
+between parties, ``MeshCommunicator``), run in one world, one after another:
 
 - float64 jobs (1 feature + 1 middle + 1 label; 2 feature parties with ``concat`` + 1 label)
   compared with one process training the composed network (``centralized.py``);
 - the pipelined schedule beside the sequential one (whole batch, and the same micro-batches
   without overlap) on rate-limited links;
 - uncompressed, fp16 and int8 cuts on the same data, seed and steps.
+
+Then the cost of TLS: the pipelined job's configuration again (``tls_steps`` steps), in fresh
+worlds alternately wired as the platform does (``transport="mesh"``) and as one plaintext gloo
+world (``transport="gloo"``), in pairs ordered mesh-gloo, gloo-mesh, … on the same testbed.
+With ``--netns`` the first pair runs while the middle party's host link (which every cut
+crosses) is captured: windows of the plaintext the ranks sent under TLS are looked for in what
+crossed that link (none must be there), and in the capture of the plaintext gloo run as well
+(where they must be: the search can find them).
 """
 
 from __future__ import annotations
 
 import statistics
+import tempfile
 import time
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
@@ -21,18 +34,37 @@ from tessera_ml.algorithms.split_nn.centralized import max_abs_diff, train_centr
 from tessera_ml.algorithms.split_nn.jobs import Job, run_jobs
 from tessera_ml.algorithms.split_nn.spec import SplitNNConfig
 from tessera_ml.bench.api import BenchArgs, BenchReport
+from tessera_ml.bench.measure import plaintext_matches
 from tessera_ml.netns import Testbed
-from tessera_ml.testing import run_world
+from tessera_ml.testing import RankOutcome, hosts_by_party, plan_job, run_algorithm, run_world
+
+if TYPE_CHECKING:
+    from tessera_ml.netcapture import LinkCapture
 
 CODECS = ("none", "fp16", "int8")
-SETTABLE = ("steps", "pipeline_steps", "rate_mbit", "width", "micro_batches", "batch_size")
+SETTABLE = (
+    "steps",
+    "pipeline_steps",
+    "rate_mbit",
+    "width",
+    "micro_batches",
+    "batch_size",
+    "tls_steps",
+    "tls_pairs",
+)
 DIGITS = "sklearn:digits"
+TLS_JOB = "pipelined"
+"""The job whose configuration is timed with TLS between parties and without."""
+TLS_BASELINE: Literal["gloo"] = "gloo"
+WARMUP = 2
+"""Steps left out of every step time (first contact, allocation)."""
+Transport = Literal["mesh", "gloo"]
 
 
 def chain(columns: str = "0:64") -> list[dict[str, Any]]:
     return [
         {"party": "alice", "role": "feature", "dataset": f"{DIGITS}?columns={columns}"},
-        {"party": "mid", "role": "middle"},
+        {"party": "bob", "role": "middle"},
         {"party": "carol", "role": "label", "dataset": DIGITS},
     ]
 
@@ -45,7 +77,17 @@ def two_features() -> list[dict[str, Any]]:
     ]
 
 
-def plan_jobs(args: BenchArgs) -> tuple[dict[str, Job], dict[str, Any]]:
+@dataclass(frozen=True)
+class Plan:
+    jobs: dict[str, Job]
+    """The main world's jobs, by name, in order."""
+    tls_job: Job
+    """The job timed with TLS between parties and on plaintext gloo."""
+    tls_pairs: list[tuple[Transport, Transport]]
+    params: dict[str, Any]
+
+
+def plan_jobs(args: BenchArgs) -> Plan:
     extra = args.extra
     unknown = sorted(set(extra) - set(SETTABLE))
     if unknown:
@@ -88,6 +130,12 @@ def plan_jobs(args: BenchArgs) -> tuple[dict[str, Job], dict[str, Any]]:
         "sequential_micro": Job(chain(), {**pipe, "micro_batches": micro, "pipelined": False}),
         "pipelined": Job(chain(), {**pipe, "micro_batches": micro, "pipelined": True}),
     }
+    # on links the pipeline's own steps suffice; on loopback a step is ~10x shorter
+    tls_steps = int(extra.get("tls_steps", pipe_steps if args.netns else 5 * pipe_steps))
+    tls_pairs = int(extra.get("tls_pairs", 2 if args.quick else 3))
+    if tls_pairs < 1 or tls_steps <= WARMUP:
+        raise ValueError(f"tls_pairs must be at least 1 and tls_steps above {WARMUP}")
+    tls_job = Job(chain(), {**jobs[TLS_JOB].config, "steps": tls_steps, "report_every": tls_steps})
     seeds = range(1 if args.quick else 3)
     for codec_name in CODECS:
         for seed in seeds:
@@ -99,13 +147,39 @@ def plan_jobs(args: BenchArgs) -> tuple[dict[str, Job], dict[str, Any]]:
         "exact": {"topologies": ["feature+middle+label", "2 feature (concat)+label"], **exact},
         "pipeline": {**pipe, "micro_batches": micro, "topology": "feature+middle+label"},
         "compression": {**wide, "topology": "2 feature (concat)+label", "seeds": list(seeds)},
+        "parties": "alice, bob, carol: one per rank, TLS between them (MeshCommunicator)",
+        "tls": {
+            "job": f"{TLS_JOB}, {tls_steps} steps",
+            "baseline": TLS_BASELINE,
+            "order": [t for pair in tls_order(tls_pairs) for t in pair],
+            "warmup_steps": WARMUP,
+        },
     }
-    return jobs, params
+    return Plan(jobs, tls_job, tls_order(tls_pairs), params)
+
+
+def planned_parties(jobs: Sequence[Job]) -> list[str]:
+    """The party of each rank, from the rank plans of ``jobs``, which must all agree: the world
+    is wired once, as the platform wires a job of these parties (one per rank)."""
+    layouts = {
+        tuple(slot.party for slot in plan_job("split_nn", job.assignments, job.config)[2])
+        for job in jobs
+    }
+    if len(layouts) != 1:
+        raise ValueError(f"the jobs of one world must plan the same parties, not {layouts}")
+    return list(layouts.pop())
+
+
+def tls_order(pairs: int) -> list[tuple[Transport, Transport]]:
+    """Mesh and gloo runs in pairs, alternately mesh first and gloo first."""
+    return [("mesh", "gloo") if i % 2 == 0 else ("gloo", "mesh") for i in range(pairs)]
 
 
 def bench(args: BenchArgs) -> BenchReport:
-    jobs, params = plan_jobs(args)
+    plan = plan_jobs(args)
+    jobs, params = plan.jobs, plan.params
     names = list(jobs)
+    parties = planned_parties([*jobs.values(), plan.tls_job])
     started = time.perf_counter()
     if args.netns:
         rate = float(args.extra.get("rate_mbit", 50.0))
@@ -117,14 +191,23 @@ def bench(args: BenchArgs) -> BenchReport:
                 [jobs[n] for n in names],
                 testbed=testbed,
                 hosts=[0, 1, 2],
+                parties=parties,
                 timeout_s=1800,
             )
+            wall = time.perf_counter() - started
+            params["tls"]["captured_host"] = "the middle party's"
+            tls = tls_cost(plan.tls_job, plan.tls_pairs, testbed)
     else:
         params["netns"] = False
-        per_rank = run_world(run_jobs, 3, [jobs[n] for n in names], timeout_s=1800)
-    wall = time.perf_counter() - started
+        per_rank = run_world(run_jobs, 3, [jobs[n] for n in names], parties=parties, timeout_s=1800)
+        wall = time.perf_counter() - started
+        tls = tls_cost(plan.tls_job, plan.tls_pairs, None)
     runs = {n: [per_rank[r][i] for r in range(3)] for i, n in enumerate(names)}
-    results: dict[str, Any] = {"wall_s": wall}
+    results: dict[str, Any] = {"wall_s": wall, "tls_wall_s": time.perf_counter() - started - wall}
+    # every rank of every job reached every other over TLS; the TLS side of the step time
+    # comparison is wired the same way (transport="mesh")
+    results["cross_party_tls"] = all(o["cross_party_tls"] for ranks in runs.values() for o in ranks)
+    results.update(tls)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the tiny reference only loses time to a thread pool
     try:
@@ -171,9 +254,89 @@ def _bytes(ranks: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
-def _steps_per_s(ranks: list[dict[str, Any]], warmup: int = 2) -> float:
+def _step_time(ranks: Sequence[dict[str, Any]], warmup: int = WARMUP) -> float:
+    """The job's step time: the slowest rank's median step after ``warmup`` steps."""
     per_rank = [statistics.median(o["step_times"][warmup:] or o["step_times"]) for o in ranks]
-    return 1.0 / max(per_rank)
+    return float(max(per_rank))
+
+
+def _steps_per_s(ranks: list[dict[str, Any]], warmup: int = WARMUP) -> float:
+    return 1.0 / _step_time(ranks, warmup)
+
+
+def tls_cost(
+    job: Job, pairs: list[tuple[Transport, Transport]], testbed: Testbed | None
+) -> dict[str, Any]:
+    """``job``'s step time with TLS between parties over the same job on plaintext gloo.
+
+    Every run is a fresh world of ``run_algorithm`` (one rank per party, one host per party on
+    the testbed, one thread per rank), in ``pairs`` ordered so that drift reaches both
+    transports. On a testbed both runs of the first pair are captured on the middle party's
+    link (the capture costs both the same), and the TLS run keeps windows of its plaintext."""
+    times: dict[Transport, list[float]] = {"mesh": [], "gloo": []}
+    ratios = []
+    found: dict[str, Any] = {}
+    _, _, plan = plan_job("split_nn", job.assignments, job.config)
+    watched = hosts_by_party(plan)[[slot.role for slot in plan].index("middle")]
+    with tempfile.TemporaryDirectory(prefix="split-nn-tls-") as folder:
+        for i, pair in enumerate(pairs):
+            step: dict[Transport, float] = {}
+            captures: dict[Transport, LinkCapture] = {}
+            samples: list[RankOutcome] = []
+            for transport in pair:
+                if testbed is not None and i == 0:
+                    captures[transport] = testbed.capture(watched, Path(folder) / transport)
+                try:
+                    sample_sent = transport == "mesh" and transport in captures
+                    outcomes = _run(job, transport, testbed, sample_sent=sample_sent)
+                finally:
+                    if transport in captures:
+                        captures[transport].stop()
+                if sample_sent:
+                    samples = outcomes
+                step[transport] = _step_time([o.result for o in outcomes])
+                times[transport].append(step[transport])
+            ratios.append(step["mesh"] / step["gloo"])
+            if captures:
+                found = _plaintext(captures["mesh"], captures["gloo"], samples)
+    mesh, gloo = statistics.median(times["mesh"]), statistics.median(times["gloo"])
+    return {
+        "tls_baseline": TLS_BASELINE,
+        "tls_step_time_s": mesh,
+        f"{TLS_BASELINE}_step_time_s": gloo,
+        "tls_step_time_ratio": mesh / gloo,
+        "tls_step_time_ratio_per_pair": ratios,
+        "tls_step_times_s": times["mesh"],
+        f"{TLS_BASELINE}_step_times_s": times["gloo"],
+        **found,
+    }
+
+
+def _run(
+    job: Job, transport: Transport, testbed: Testbed | None, *, sample_sent: bool
+) -> list[RankOutcome]:
+    return run_algorithm(
+        "split_nn",
+        job.assignments,
+        job.config,
+        transport=transport,
+        sample_sent=sample_sent,
+        testbed=testbed,
+        hosts="party" if testbed is not None else None,
+        timeout_s=1800,
+    )
+
+
+def _plaintext(tls: LinkCapture, plain: LinkCapture, outcomes: list[RankOutcome]) -> dict[str, int]:
+    """What the capture of the TLS run found of the plaintext its ranks sent (must be 0), and
+    what the capture of the plaintext run of the same job found of the same windows: its
+    activations and gradients are the same bytes (only the alignment's random salt differs),
+    so there the search must find them."""
+    out = plaintext_matches(tls, outcomes)
+    control = plaintext_matches(plain, outcomes)
+    out[f"{TLS_BASELINE}_plaintext_matches_on_link"] = control["plaintext_matches_on_link"]
+    out[f"{TLS_BASELINE}_captured_tcp_bytes"] = control["captured_tcp_bytes"]
+    return out
 
 
 def _pipelining(runs: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
