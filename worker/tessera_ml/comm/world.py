@@ -6,6 +6,8 @@ does (``tessera_ml.testing``), so both run the same code.
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -17,6 +19,8 @@ from tessera_ml.comm.rendezvous import StoreClient, StoreServer
 from tessera_ml.security.pki import Credentials
 from tessera_ml.security.tls import TlsConfig
 
+LEFT = "world/left"
+
 
 @dataclass
 class JobWorld:
@@ -26,8 +30,18 @@ class JobWorld:
     store: StoreClient
     server: StoreServer | None
 
-    def close(self) -> None:
+    def close(self, linger_s: float = 10.0) -> None:
+        """Leave the world; rank 0 serves the store until every rank has left (or
+        ``linger_s`` passed), so no rank loses it while tearing down its process group."""
         self.comm.close()
+        with contextlib.suppress(Exception):
+            self.store.add(LEFT, 1)
+            if self.server is not None:
+                deadline = time.monotonic() + linger_s
+                while self.store.add(LEFT, 0) < self.comm.world_size:
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.05)
         self.store.close()
         if self.server is not None:
             self.server.close()
