@@ -54,3 +54,17 @@ def test_schedule_and_block_options_are_checked() -> None:
         bench._schedule(BenchArgs(extra={"schedule": "parallel"}))
     with pytest.raises(ValueError, match="block_epochs must be at least 1"):
         bench.bench(BenchArgs(extra={"block_epochs": "0"}))
+
+
+def test_tls_counts_only_when_every_compute_rank_of_every_run_crossed_in_tls() -> None:
+    def run(*flags: bool) -> list[RankOutcome]:
+        return [
+            RankOutcome(r, "compute", "p", {"cross_party_tls": f}, [], [], [])
+            for r, f in enumerate(flags)
+        ] + [RankOutcome(2, "dealer", "d", {}, [], [], [])]
+
+    assert bench._cross_party_tls([run(True, True), run(True, True)])
+    assert not bench._cross_party_tls([run(True, True), run(True, False)])
+    # the baseline the TLS job is compared with is the same job, over one plaintext world
+    assert bench.JOBS["gloo"] == (bench.JOBS["mixed"][0], "gloo")
+    assert bench.JOBS["mixed"][1] == "mesh"

@@ -1,15 +1,19 @@
-"""The algorithm as the platform runs it: five ranks on a real gloo world."""
+"""The algorithm as the platform runs it: five ranks, TLS between parties."""
 
+import socket
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
-from tessera_ml.algorithms.mpc_mixed import data
+from tessera_ml.algorithms.mpc_mixed import data, link
 from tessera_ml.algorithms.mpc_mixed.model import init_params
 from tessera_ml.algorithms.mpc_mixed.reference import PlainMlp
-from tessera_ml.testing import run_algorithm
+from tessera_ml.comm.base import Communicator
+from tessera_ml.testing import entry_point, rank_context, run_algorithm, run_world
 
+from .test_link_tls import _closed
 from .test_spec import BASE
 
 
@@ -34,6 +38,7 @@ def test_training_job_with_every_role_reveals_the_model_to_the_named_party(
     assert "model" not in by_role["dealer"].result
     assert all(o.result["steps"] == 3 for o in compute)
     assert all(o.result["link"] == "direct" for o in compute)
+    assert all(o.result["cross_party_tls"] for o in compute)
     # party 0 derives its material from a seed; only party 1 receives dealer traffic
     assert compute[0].result["offline_bytes"] == 0 < compute[1].result["offline_bytes"]
     assert compute[0].result["online_bytes"] == compute[1].result["online_bytes"] > 0
@@ -72,3 +77,35 @@ def test_training_job_with_every_role_reveals_the_model_to_the_named_party(
     )
     assert resumed[1].result["steps"] == 0
     assert resumed[1].result["model"] == model
+
+
+def _job_with_strangers(comm: Communicator) -> dict[str, Any]:
+    """A rank of a training job in which, on compute party 0, two strangers connect to the
+    direct link's listener before party 1 learns where it is: one stays silent, one sends
+    garbage."""
+    strangers: list[socket.socket] = []
+    if comm.rank == 0:
+        listen = link.listen
+
+        def listen_behind_strangers(host: str) -> socket.socket:
+            listener = listen(host)
+            strangers.append(socket.create_connection(listener.getsockname()[:2]))
+            strangers.append(socket.create_connection(listener.getsockname()[:2]))
+            strangers[1].sendall(b"\x16\x03\x01garbage" * 8)
+            return listener
+
+        link.listen = listen_behind_strangers
+    config = {"hidden": [8], "batch_size": 32, "max_steps": 2, "epochs": 1}
+    ctx = rank_context(comm, "mpc_mixed", BASE, config)
+    result = entry_point("mpc_mixed")(ctx)
+    closed = [_closed(stranger) for stranger in strangers]
+    return {"role": ctx.role, "result": result, "strangers_closed": closed}
+
+
+def test_strangers_at_the_direct_links_listener_do_not_fail_the_job() -> None:
+    out = run_world(_job_with_strangers, len(BASE), parties=[a["party"] for a in BASE])
+    compute = [o for o in out if o["role"] == "compute"]
+    assert [o["result"]["link"] for o in compute] == ["direct", "direct"]
+    assert [o["result"]["cross_party_tls"] for o in compute] == [True, True]
+    assert all(o["result"]["steps"] == 2 for o in compute)
+    assert out[0]["strangers_closed"] == [True, True]

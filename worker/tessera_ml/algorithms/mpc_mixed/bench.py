@@ -1,21 +1,27 @@
 """Benchmark: the method (``mixed``) beside ``all64`` and ``all32`` and a plaintext float64 run
-with the same initialisation and batches, all in one invocation.
+with the same initialisation and batches, all in one invocation; and the cost of TLS between
+the parties: ``mixed`` again with every rank in one plaintext gloo world (``gloo``).
 
 Each secure mode runs as a platform job (five ranks: two compute parties, dealer, features,
-labels) on a local gloo world. ``--set schedule=`` chooses how the modes share the machine:
+labels) wired as the platform wires it: each party's ranks on gloo, TLS 1.3 between parties,
+the compute parties' direct link included. The ``gloo`` job is the same ``mixed`` job on one
+gloo world, its direct link plain TCP: the baseline of ``tls_step_time_ratio``. It runs in the
+same schedule as the modes. ``--set schedule=`` chooses how the jobs share the machine:
 
-- ``turns`` (default): the three jobs start side by side and take turns step by step (see
+- ``turns`` (default): the jobs start side by side and take turns step by step (see
   ``turns``): one job's step holds the machine while the others wait, so no online phase runs
-  beside other work, and a slow or fast moment of the machine reaches every mode alike; step
-  times are taken while all three were running;
-- ``interleaved``: the modes take turns ``block_epochs`` (default 2) at a time, each resuming
+  beside other work, and a slow or fast moment of the machine reaches every job alike; step
+  times are taken while all of them were running;
+- ``interleaved``: the jobs take turns ``block_epochs`` (default 2) at a time, each resuming
   from its own checkpoint in new processes;
-- ``sequential``: each mode's whole run, one after another;
-- ``side_by_side``: all modes at once (15 ranks); step times are then taken over the span in
+- ``sequential``: each job's whole run, one after another;
+- ``side_by_side``: all jobs at once (20 ranks); step times are then taken over the span in
   which all of them were running.
 
 With ``--netns`` each party is a simulated host behind a link shaped to ``--set rate_mbit=R``
-(default 10 Mbit/s, a link between organisations), one testbed per mode.
+(default 10 Mbit/s, a link between organisations), one testbed per job; the link of compute
+party 0's host in the ``mixed`` job is captured, and what its ranks sent to other parties in
+clear (the communicator's tap) is looked for in it (``plaintext_matches_on_link``: 0 under TLS).
 """
 
 from __future__ import annotations
@@ -26,18 +32,19 @@ import threading
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
 from tessera_ml.algorithms.mpc_mixed import data
 from tessera_ml.algorithms.mpc_mixed.model_cnn import PlainCnn
-from tessera_ml.algorithms.mpc_mixed.precision import MODES
 from tessera_ml.algorithms.mpc_mixed.reference import PlainMlp
 from tessera_ml.algorithms.mpc_mixed.spec import MpcMixedConfig
 from tessera_ml.algorithms.mpc_mixed.train import initial_params
 from tessera_ml.algorithms.mpc_mixed.turns import TURNS_ENV
 from tessera_ml.bench.api import BenchArgs, BenchReport
+from tessera_ml.bench.measure import plaintext_matches
+from tessera_ml.netcapture import LinkCapture
 from tessera_ml.netns import Testbed
 from tessera_ml.testing import RankOutcome, run_algorithm
 
@@ -48,6 +55,19 @@ ASSIGNMENTS = [
     {"party": "alice", "role": "features"},
     {"party": "bob", "role": "labels"},
 ]
+
+
+JOBS: dict[str, tuple[str, Literal["mesh", "gloo"]]] = {
+    "mixed": ("mixed", "mesh"),
+    "all64": ("all64", "mesh"),
+    "all32": ("all32", "mesh"),
+    "gloo": ("mixed", "gloo"),
+}
+"""Each job of the benchmark: its mode, and how its ranks are wired (``run_algorithm``'s
+``transport``): the platform's mesh, TLS between parties; or one plaintext gloo world."""
+PREFIXES = {"mixed": "", "all64": "all64_", "all32": "all32_", "gloo": "gloo_"}
+CAPTURED_HOST = 0
+"""The host of compute party 0 (alice, with the features) in the ``mixed`` job's testbed."""
 
 
 def _config(args: BenchArgs, mode: str) -> dict[str, Any]:
@@ -204,68 +224,76 @@ def _schedule(args: BenchArgs) -> str:
 
 
 def bench(args: BenchArgs) -> BenchReport:
-    configs = {mode: _config(args, mode) for mode in MODES}
+    configs = {job: _config(args, mode) for job, (mode, _) in JOBS.items()}
     schedule = _schedule(args)
     block = int(args.extra.get("block_epochs", 2))
     if block < 1:
         raise ValueError(f"mpc_mixed bench: block_epochs must be at least 1, not {block}")
-    runs: dict[str, list[list[RankOutcome]]] = {mode: [] for mode in MODES}
+    runs: dict[str, list[list[RankOutcome]]] = {job: [] for job in JOBS}
     errors: list[BaseException] = []
     rate = float(args.extra.get("rate_mbit", 10.0))
     testbeds: dict[str, Testbed] = {}
     folders: dict[str, Path] = {}
     env: dict[str, str] = {}
+    capture: LinkCapture | None = None
 
-    def one(mode: str, config: dict[str, Any], resume_from: Path | None = None) -> None:
+    def one(job: str, config: dict[str, Any], resume_from: Path | None = None) -> None:
         try:
             outcomes = run_algorithm(
                 "mpc_mixed",
                 ASSIGNMENTS,
                 config,
                 timeout_s=3600,
-                hosts="party" if mode in testbeds else None,
-                testbed=testbeds.get(mode),
-                checkpoint_dir=str(folders[mode]) if folders else None,
+                hosts="party" if job in testbeds else None,
+                testbed=testbeds.get(job),
+                checkpoint_dir=str(folders[job]) if folders else None,
                 resume_from=str(resume_from) if resume_from else None,
                 env=env,
+                transport=JOBS[job][1],
+                sample_sent=capture is not None and job == "mixed",
             )
-            runs[mode].append(outcomes)
+            runs[job].append(outcomes)
         except BaseException as exc:
             errors.append(exc)
 
     with ExitStack() as stack:
+        root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mpc-bench-")))
         if args.netns:
-            # one simulated host per party, and a testbed per mode so modes never share a link
+            # one simulated host per party, and a testbed per job so jobs never share a link
             parties = len({a["party"] for a in ASSIGNMENTS})
-            for mode in MODES:
-                testbeds[mode] = stack.enter_context(Testbed(parties, rate_mbit=rate))
+            for job in JOBS:
+                testbeds[job] = stack.enter_context(Testbed(parties, rate_mbit=rate))
+            capture = testbeds["mixed"].capture(CAPTURED_HOST, root / "capture")
+            stack.callback(capture.stop)
         if schedule == "turns":
-            root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mpc-bench-")))
             env[TURNS_ENV] = str(root / "turn.lock")
         if schedule in ("turns", "side_by_side"):
-            threads = [threading.Thread(target=one, args=(m, configs[m])) for m in MODES]
+            threads = [threading.Thread(target=one, args=(j, configs[j])) for j in JOBS]
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
         elif schedule == "sequential":
-            for mode in MODES:
-                one(mode, configs[mode])
+            for job in JOBS:
+                one(job, configs[job])
         else:
-            # block_epochs at a time, each mode resuming from its own checkpoint: the modes never
+            # block_epochs at a time, each job resuming from its own checkpoint: the jobs never
             # share the machine, and a change of its load over the run reaches all of them alike
-            root = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="mpc-bench-")))
-            folders.update({mode: root / mode for mode in MODES})
+            folders.update({job: root / job for job in JOBS})
             epochs = configs["mixed"]["epochs"]
             for end in range(min(block, epochs), epochs + block, block):
-                for mode in MODES:
+                for job in JOBS:
                     if errors:
                         break
-                    resume = _last_checkpoint(runs[mode][-1]) if runs[mode] else None
-                    one(mode, {**configs[mode], "epochs": min(end, epochs)}, resume)
-    if errors:
-        raise errors[0]
-    # Side by side (taking turns or not), the modes meet alike only while all of them run: before
+                    resume = _last_checkpoint(runs[job][-1]) if runs[job] else None
+                    one(job, {**configs[job], "epochs": min(end, epochs)}, resume)
+        if errors:
+            raise errors[0]
+        found: dict[str, int] = {}
+        if capture is not None:
+            capture.stop()
+            found = plaintext_matches(capture, [o for run in runs["mixed"] for o in run])
+    # Side by side (taking turns or not), the jobs meet alike only while all of them run: before
     # the last has started, the first steps run beside its start-up, and once the fastest has
     # finished, the others' steps get more of the machine. Times are taken inside that span.
     window = None
@@ -273,19 +301,19 @@ def bench(args: BenchArgs) -> BenchReport:
         window = overlap_window(
             [
                 [s for o in party for s in _steps(o)]
-                for m in MODES
-                for party in _compute_ranks(runs[m])
+                for job in JOBS
+                for party in _compute_ranks(runs[job])
             ]
         )
-    summaries = {mode: _summarise(runs[mode], window) for mode in MODES}
+    summaries = {job: _summarise(runs[job], window) for job in JOBS}
     if window is not None and min(s["timed_steps"] for s in summaries.values()) < MIN_TIMED_STEPS:
         window = None
-        summaries = {mode: _summarise(runs[mode], None) for mode in MODES}
+        summaries = {job: _summarise(runs[job], None) for job in JOBS}
     results: dict[str, Any] = {}
-    for mode in MODES:
-        prefix = "" if mode == "mixed" else f"{mode}_"
-        for key, value in summaries[mode].items():
-            results[prefix + key] = value
+    for job in JOBS:
+        for key, value in summaries[job].items():
+            results[PREFIXES[job] + key] = value
+        results[PREFIXES[job] + "cross_party_tls"] = _cross_party_tls(runs[job])
     results["plaintext_test_accuracy"] = plaintext_accuracy(configs["mixed"])
     results["accuracy_gap_points"] = 100 * (
         results["plaintext_test_accuracy"] - results["test_accuracy"]
@@ -293,13 +321,22 @@ def bench(args: BenchArgs) -> BenchReport:
     results["online_bytes_ratio"] = (
         results["online_bytes_per_step"] / results["all64_online_bytes_per_step"]
     )
-    results["step_time_ratio"] = results["step_time_s"] / results["all64_step_time_s"]
-    results["step_cpu_ratio"] = results["step_cpu_s"] / results["all64_step_cpu_s"]
-    results["step_time_ratio_p10"] = results["step_time_p10_s"] / results["all64_step_time_p10_s"]
+    for prefix, baseline in (("", "all64_"), ("tls_", "gloo_")):
+        # the method against all64; the TLS job against the same job in clear
+        for ratio, key in (
+            ("step_time_ratio", "step_time_s"),
+            ("step_cpu_ratio", "step_cpu_s"),
+            ("step_time_ratio_p10", "step_time_p10_s"),
+        ):
+            results[prefix + ratio] = results[key] / results[baseline + key]
     if window is not None:
         results["step_time_ratio_whole_run"] = (
             results["step_time_whole_run_s"] / results["all64_step_time_whole_run_s"]
         )
+        results["tls_step_time_ratio_whole_run"] = (
+            results["step_time_whole_run_s"] / results["gloo_step_time_whole_run_s"]
+        )
+    results.update(found)
     params = {k: v for k, v in configs["mixed"].items() if k != "mode"}
     params["schedule"] = schedule
     if schedule == "interleaved":
@@ -307,13 +344,25 @@ def bench(args: BenchArgs) -> BenchReport:
     params["step_times"] = (
         "medians over all steady steps"
         if window is None
-        else "medians over the steady steps run while every mode was running"
+        else "medians over the steady steps run while every job was running"
+    )
+    params["tls_baseline"] = (
+        "gloo: the mixed job with every rank in one plaintext gloo world (direct link in clear), "
+        "in the same schedule"
     )
     params["netns"] = args.netns
     if args.netns:
         params["rate_mbit"] = rate
         params["hosts"] = "one per party"
+        params["capture"] = f"host {CAPTURED_HOST} (compute party 0) of the mixed job's testbed"
+    else:
+        params["capture"] = "none: link captures need --netns"
     return BenchReport(params=params, results=results)
+
+
+def _cross_party_tls(runs: list[list[RankOutcome]]) -> bool:
+    """Whether both compute parties' rounds crossed in TLS in every run of a job."""
+    return all(bool(o.result["cross_party_tls"]) for party in _compute_ranks(runs) for o in party)
 
 
 def _last_checkpoint(outcomes: list[RankOutcome]) -> Path:

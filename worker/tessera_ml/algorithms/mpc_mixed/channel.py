@@ -1,10 +1,10 @@
 """The link between the two compute parties: one ``exchange`` per protocol round.
 
 Every online round is symmetric: each party sends its share of a masked value and receives the
-other party's. ``DirectPeer`` runs over a TCP link of their own (see ``link``), ``CommPeer``
-over the job's communicator (p2p send/recv); ``LocalPeer`` pairs run two parties as threads of
-one process, which keeps the protocol tests fast. All count bytes and rounds, and can record
-every message received (for the leakage test).
+other party's. ``DirectPeer`` runs over a connection of their own (TLS between parties, see
+``link``), ``CommPeer`` over the job's communicator (p2p send/recv); ``LocalPeer`` pairs run two
+parties as threads of one process, which keeps the protocol tests fast. All count bytes and
+rounds, and can record every message received (for the leakage test).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from __future__ import annotations
 import queue
 import select
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -98,14 +99,18 @@ class CommPeer(Peer):
 
 @dataclass
 class DirectPeer(Peer):
-    """The other compute party over a connected TCP socket (``link.open_link`` makes it): the
-    party's own thread writes and reads without blocking and ``poll``s while neither can
-    proceed, after retrying for ``spin_s`` (see ``SPIN_S``); each message carries its length, so
-    parties out of step are caught."""
+    """The other compute party over a connected socket, plain TCP or TLS (``link.open_link``
+    makes it): the party's own thread writes and reads without blocking and ``poll``s while
+    neither can proceed, after retrying for ``spin_s`` (see ``SPIN_S``); each message carries
+    its length, so parties out of step are caught. ``tap``, if set, is called as
+    ``tap(other, message)`` with each message's plaintext before it is sent (the communicator's
+    ``tap``, for tests that look for plaintext on the wire)."""
 
     sock: socket.socket | None = None
     timeout_s: float = 120.0
     spin_s: float = SPIN_S
+    tap: Callable[[int, memoryview], None] | None = None
+    other: int = -1
 
     def __post_init__(self) -> None:
         assert self.sock is not None
@@ -115,12 +120,27 @@ class DirectPeer(Peer):
         self.sock.setblocking(False)
         self._poll = select.poll()
         self._poll.register(self.sock, select.POLLIN)
+        self._ready = select.poll()
+        self._ready.register(self.sock, select.POLLIN)
+        # over TLS, a read that would block raises an error that costs more than a look at the
+        # socket (and makes garbage), so the party looks before it reads
+        self._tls = self.sock if isinstance(self.sock, ssl.SSLSocket) else None
+        self._readable = self._tls_readable if self._tls is not None else None
 
     def _swap(self, mine: list[torch.Tensor]) -> list[torch.Tensor]:
-        assert self.sock is not None
+        try:
+            return self._swap_bytes(mine)
+        except ssl.SSLError as exc:
+            raise ConnectionError(f"the link to the other compute party failed: {exc}") from exc
+
+    def _swap_bytes(self, mine: list[torch.Tensor]) -> list[torch.Tensor]:
+        sock, readable = self.sock, self._readable
+        assert sock is not None
         flat = _pack(mine)
         size = flat.numel()
         out = memoryview(_HEADER.pack(size) + flat.numpy().tobytes())
+        if self.tap is not None:
+            self.tap(self.other, out)
         raw = torch.empty(_HEADER.size + size, dtype=torch.uint8)
         into = memoryview(raw.numpy()).cast("B")  # type: ignore[arg-type]
         total = len(out)
@@ -128,17 +148,26 @@ class DirectPeer(Peer):
         stalled_since: float | None = None
         while sent < total or got < total:
             moved = False
+            wait_in = wait_out = False
             if sent < total:
+                # a TLS write that could not finish is retried with the same bytes, as it must be
                 try:
-                    n = self.sock.send(out[sent:])
+                    n = sock.send(out[sent:])
                     sent, moved = sent + n, n > 0
-                except BlockingIOError:
-                    pass
+                except (BlockingIOError, ssl.SSLWantWriteError):
+                    wait_out = True
+                except ssl.SSLWantReadError:
+                    wait_in = True
             if got < total:
-                try:
-                    n = self.sock.recv_into(into[got:])
-                except BlockingIOError:
-                    n = -1
+                if readable is not None and not readable():
+                    n, wait_in = -1, True
+                else:
+                    try:
+                        n = sock.recv_into(into[got:])
+                    except (BlockingIOError, ssl.SSLWantReadError):
+                        n, wait_in = -1, True
+                    except ssl.SSLWantWriteError:
+                        n, wait_out = -1, True
                 if n == 0:
                     raise ConnectionError("the other compute party closed the link")
                 if n > 0:
@@ -150,13 +179,20 @@ class DirectPeer(Peer):
             if stalled_since is None:
                 stalled_since = now
             if now - stalled_since >= self.spin_s:
-                self._wait(sent < total, got < total)
+                self._wait(wait_out, wait_in)
         if _HEADER.unpack_from(into)[0] != size:
             raise RuntimeError("compute parties are out of step")
         return _unpack(raw[_HEADER.size :], mine)
 
+    def _tls_readable(self) -> bool:
+        """The socket has bytes, or decrypted bytes wait inside the SSL object."""
+        tls = self._tls
+        return bool(self._ready.poll(0)) or (tls is not None and tls.pending() > 0)
+
     def _wait(self, writing: bool, reading: bool) -> None:
         assert self.sock is not None
+        if reading and self._tls is not None and self._tls.pending():
+            return
         events = (select.POLLIN if reading else 0) | (select.POLLOUT if writing else 0)
         self._poll.modify(self.sock, events)
         self.stats.sleeps += 1
@@ -166,7 +202,7 @@ class DirectPeer(Peer):
     def close(self) -> None:
         if self.sock is not None:
             self.sock.close()
-            self.sock = None
+            self.sock = self._tls = None
 
 
 @dataclass

@@ -1,37 +1,52 @@
-"""A direct TCP link between the two compute parties for the online phase.
+"""A direct link between the two compute parties for the online phase.
 
 Every online round is one symmetric exchange, so the round's latency is the protocol's cost
-floor. Over the job's gloo communicator a received message passes through gloo's network
-thread, which then wakes the waiting rank: two thread wake-ups per round. On a machine where
-the parties share cores, those wake-ups can take longer than the round's computation (see the
-README's measurements). Over this link the party's own thread sends and receives (non-blocking
-writes and reads, ``poll`` while neither can proceed), which leaves one wake-up at most.
+floor. Over the job's communicator a received message passes through a network thread, which
+then wakes the waiting rank: two thread wake-ups per round. On a machine where the parties
+share cores, those wake-ups can take longer than the round's computation (see the README's
+measurements). Over this link the party's own thread sends and receives (non-blocking writes
+and reads, ``poll`` while neither can proceed), which leaves one wake-up at most.
 
 What crosses the link is what would cross the communicator: masked shares, uniform to the
 receiver. Party 0 listens on the address gloo would use (``GLOO_SOCKET_IFNAME``'s, else the
 host name's) and sends it to party 1 over the communicator, with a random token that party 1
-presents first on the connection: a connection without it is closed, so no other process can
-take party 1's place. If party 1 cannot connect, both fall back to the communicator and say
-so.
+presents first on the connection. When the communicator joins parties over TLS (a platform
+job, ``MeshCommunicator``), so does the link: a TLS 1.3 connection on which each end proves
+with its certificate of this attempt that it is the other compute party, the token then
+binding the connection to this link. Without TLS in the communicator (one plaintext gloo
+world, the benchmarks' baseline) the link is a plain TCP connection with the token.
+
+Party 0 handles every connection it accepts in a thread of its own (handshake, then token,
+within the link's deadline) and takes the first that completes both; the others are closed, so
+a stranger that connects and stays silent, or fails its handshake, cannot keep party 1 out. If
+the link cannot be made, both parties fall back to the communicator and say why.
 """
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hmac
 import os
 import socket
+import ssl
 import struct
+import threading
 import time
+from types import TracebackType
 
 import torch
 
 from tessera_ml.algorithms.mpc_mixed.channel import SPIN_S, CommPeer, DirectPeer, Peer
 from tessera_ml.comm.base import Communicator
+from tessera_ml.comm.mesh import MeshCommunicator
+from tessera_ml.security.tls import TlsConfig
 
 LINKS = ("direct", "communicator")
 CONNECT_TIMEOUT_S = 20.0
 TOKEN_BYTES = 16
+ACCEPT_POLL_S = 0.1
+"""How often party 0's accepting thread looks at the deadline while nobody connects."""
 _TOKEN_WORDS = struct.Struct(f"<{TOKEN_BYTES // 8}q")
 _ENDPOINT_WORDS = 2 + _TOKEN_WORDS.size // 8
 """Address, port and token, as int64 words over the communicator."""
@@ -54,6 +69,16 @@ def local_address(interface: str | None) -> str:
         return "127.0.0.1"
 
 
+def listen(host: str) -> socket.socket:
+    """Party 0's listening socket (tests wrap this to connect strangers before party 1)."""
+    return socket.create_server((host, 0), backlog=16)
+
+
+def tls_of(comm: Communicator) -> TlsConfig | None:
+    """The communicator's TLS between parties; None for one plaintext gloo world."""
+    return comm.tls if isinstance(comm, MeshCommunicator) else None
+
+
 def open_link(
     comm: Communicator,
     index: int,
@@ -66,68 +91,225 @@ def open_link(
     """This compute party's peer over ``link`` ("direct" or "communicator"), and why it fell
     back to the communicator when the direct link could not be made (None otherwise). Both
     parties call this at the same point of the protocol. ``spin_s``: the direct link's retry
-    before it sleeps (``channel.SPIN_S``)."""
+    before it sleeps (``channel.SPIN_S``). The communicator's ``tap``, if any, sees what the
+    direct link sends, as it is at the time of the call."""
     if link not in LINKS:
         raise ValueError(f"link is one of {', '.join(LINKS)}, not {link!r}")
     if link == "communicator":
         return CommPeer(comm=comm, other=other), None
+    tls = tls_of(comm)
+    party = comm.party_of(other) if isinstance(comm, MeshCommunicator) else None
     if index == 0:
-        sock, reason = _accept(comm, other, interface, connect_timeout_s)
+        sock, reason = _accept(comm, other, interface, connect_timeout_s, tls, party)
     else:
-        sock, reason = _connect(comm, other, connect_timeout_s)
+        sock, reason = _connect(comm, other, connect_timeout_s, tls, party)
     if sock is None:
         return CommPeer(comm=comm, other=other), reason
-    return DirectPeer(sock=sock, spin_s=spin_s), None
+    tap = comm.tap if isinstance(comm, MeshCommunicator) else None
+    return DirectPeer(sock=sock, spin_s=spin_s, tap=tap, other=other), None
+
+
+def link_encrypted(comm: Communicator, peer: Peer) -> bool:
+    """Whether ``peer``'s rounds cross in TLS: a direct link over TLS, or the communicator's
+    messages between two parties joined by TLS."""
+    if isinstance(peer, DirectPeer):
+        return isinstance(peer.sock, ssl.SSLSocket)
+    return isinstance(peer, CommPeer) and tls_of(comm) is not None
 
 
 def _accept(
-    comm: Communicator, other: int, interface: str | None, timeout_s: float
+    comm: Communicator,
+    other: int,
+    interface: str | None,
+    timeout_s: float,
+    tls: TlsConfig | None,
+    party: str | None,
 ) -> tuple[socket.socket | None, str | None]:
     """Party 0: listen, tell party 1 where and the token to present, and take the connection
-    that presents it."""
+    that completes the handshake and presents it."""
     token = os.urandom(TOKEN_BYTES)
     try:
         host = local_address(interface)
-        listener = socket.create_server((host, 0), backlog=8)
+        listener = listen(host)
     except OSError as exc:
         comm.send(torch.zeros(_ENDPOINT_WORDS, dtype=torch.int64), other)
-        both_succeeded(comm, other, ok=False)
+        _hear(comm, other)
+        _tell(comm, other, ok=False)
         return None, f"cannot listen: {exc}"
-    with listener:
+    deadline = time.monotonic() + timeout_s
+    with listener, Acceptor(listener, token, deadline, tls, party) as acceptor:
         address = struct.unpack("!I", socket.inet_aton(host))[0]
         endpoint = [address, listener.getsockname()[1], *_TOKEN_WORDS.unpack(token)]
         comm.send(torch.tensor(endpoint, dtype=torch.int64), other)
-        if not both_succeeded(comm, other, ok=True):
+        connected = _hear(comm, other)
+        sock = acceptor.wait() if connected else None
+        _tell(comm, other, ok=sock is not None)
+        if not connected:
             return None, "the other compute party could not connect"
-        return _take(listener, token, timeout_s), None
+        if sock is None:
+            return None, f"no connection completed the handshake and token in {timeout_s:.0f} s"
+        acceptor.keep()
+        return sock, None
 
 
-def _take(listener: socket.socket, token: bytes, timeout_s: float) -> socket.socket:
-    """The first connection that presents ``token``; others are closed."""
-    deadline = time.monotonic() + timeout_s
-    while (left := deadline - time.monotonic()) > 0:
-        listener.settimeout(left)
-        try:
-            sock, _ = listener.accept()
-        except TimeoutError:
-            break
-        try:
-            sock.settimeout(max(deadline - time.monotonic(), 0.001))
-            presented = b""
-            while len(presented) < TOKEN_BYTES:
-                chunk = sock.recv(TOKEN_BYTES - len(presented))
-                if not chunk:
+def _hear(comm: Communicator, other: int) -> bool:
+    """Party 0: whether party 1 says it connected (``both_succeeded``'s message)."""
+    theirs = torch.empty(1, dtype=torch.int64)
+    comm.recv(theirs, other)
+    return int(theirs[0]) == 1
+
+
+def _tell(comm: Communicator, other: int, ok: bool) -> None:
+    """Party 0: whether it took party 1's connection (``both_succeeded``'s answer)."""
+    comm.send(torch.tensor([int(ok)], dtype=torch.int64), other)
+
+
+class Acceptor:
+    """Takes connections on ``listener`` until ``deadline``, each in a thread of its own: the
+    TLS handshake (with ``tls``: the peer must hold ``party``'s certificate of this attempt),
+    then the token. ``wait`` returns the first that completed both; closing (leaving the
+    ``with`` block) stops accepting and closes every other connection, and the chosen one too
+    unless ``keep`` was called."""
+
+    def __init__(
+        self,
+        listener: socket.socket,
+        token: bytes,
+        deadline: float,
+        tls: TlsConfig | None,
+        party: str | None,
+    ) -> None:
+        if tls is not None and party is None:
+            raise ValueError("a TLS link needs the party the peer must be")
+        self._listener = listener
+        self._token = token
+        self._deadline = deadline
+        self._tls = tls
+        self._party = party
+        self._state = threading.Condition()
+        self._chosen: socket.socket | None = None
+        self._kept = False
+        self._closed = False
+        self._pending: dict[int, socket.socket] = {}
+        """Duplicates of the connections being admitted, to cut them off when closing."""
+        self._ids = iter(range(1 << 62))
+        self._thread = threading.Thread(target=self._accept_loop, name="link-accept", daemon=True)
+
+    def __enter__(self) -> Acceptor:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def wait(self) -> socket.socket | None:
+        """The chosen connection, waiting for it until the deadline (None: none came)."""
+        with self._state:
+            while self._chosen is None and not self._closed:
+                left = self._deadline - time.monotonic()
+                if left <= 0:
                     break
-                presented += chunk
-        except OSError:
-            presented = b""
-        if hmac.compare_digest(presented, token):
-            sock.settimeout(None)
-            return sock
+                self._state.wait(left)
+            return self._chosen
+
+    def keep(self) -> None:
+        """Leave the chosen connection open on closing: the caller owns it."""
+        with self._state:
+            self._kept = self._chosen is not None
+
+    def close(self) -> None:
+        with self._state:
+            self._closed = True
+            pending = list(self._pending.values())
+            self._pending.clear()
+            chosen = None if self._kept else self._chosen
+            self._state.notify_all()
+        with contextlib.suppress(OSError):
+            self._listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
+        for watch in pending:
+            _cut(watch)
+        if chosen is not None:
+            _cut(chosen)
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _accept_loop(self) -> None:
+        self._listener.settimeout(ACCEPT_POLL_S)
+        while True:
+            with self._state:
+                if self._closed or self._chosen is not None:
+                    return
+            if time.monotonic() >= self._deadline:
+                return
+            try:
+                raw, _ = self._listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            with self._state:
+                if self._closed or self._chosen is not None:
+                    raw.close()
+                    return
+                try:
+                    watch = raw.dup()
+                except OSError:  # out of descriptors: drop this one, keep accepting
+                    raw.close()
+                    continue
+                key = next(self._ids)
+                self._pending[key] = watch
+            threading.Thread(
+                target=self._admit, args=(raw, key), name="link-admit", daemon=True
+            ).start()
+
+    def _admit(self, raw: socket.socket, key: int) -> None:
+        sock: socket.socket = raw
+        try:
+            raw.settimeout(max(self._deadline - time.monotonic(), 1e-3))
+            if self._tls is not None:
+                assert self._party is not None
+                left = max(self._deadline - time.monotonic(), 1e-3)
+                secure = self._tls.accept(raw, timeout_s=left)
+                sock = secure
+                self._tls.expect(secure, self._party)
+            ok = hmac.compare_digest(_exact(sock, TOKEN_BYTES), self._token)
+        except (OSError, ValueError):  # ssl.SSLError and PeerRefused are OSErrors
+            ok = False
+        with self._state:
+            watch = self._pending.pop(key, None)
+            take = ok and watch is not None and self._chosen is None and not self._closed
+            if take:
+                sock.settimeout(None)
+                self._chosen = sock
+                self._state.notify_all()
+        if watch is not None:
+            watch.close()  # a duplicate: closing it leaves the connection as it is
+        if not take:
+            _cut(sock)
+            raw.close()
+
+
+def _exact(sock: socket.socket, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = sock.recv(n - len(data))
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
+def _cut(sock: socket.socket) -> None:
+    """Shut a connection down (which also ends a thread blocked on it) and close it."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    with contextlib.suppress(OSError):
         sock.close()
-    raise ConnectionError(
-        f"the other compute party did not present its token within {timeout_s:.0f} s"
-    )
 
 
 def receive_endpoint(comm: Communicator, other: int) -> tuple[str, int, bytes] | None:
@@ -141,9 +323,22 @@ def receive_endpoint(comm: Communicator, other: int) -> tuple[str, int, bytes] |
     return host, port, _TOKEN_WORDS.pack(*words)
 
 
-def dial(host: str, port: int, token: bytes, timeout_s: float) -> socket.socket:
-    """Connect and present the token."""
-    sock = socket.create_connection((host, port), timeout=timeout_s)
+def dial(
+    host: str,
+    port: int,
+    token: bytes,
+    timeout_s: float,
+    tls: TlsConfig | None = None,
+    party: str | None = None,
+) -> socket.socket:
+    """Connect and present the token; with ``tls``, over TLS to a listener that must hold
+    ``party``'s certificate of this attempt (else ``PeerRefused``)."""
+    if tls is None:
+        sock = socket.create_connection((host, port), timeout=timeout_s)
+    else:
+        if party is None:
+            raise ValueError("a TLS link needs the party the peer must be")
+        sock = tls.connect((host, port), party, timeout_s)
     try:
         sock.sendall(token)
     except OSError:
@@ -153,7 +348,11 @@ def dial(host: str, port: int, token: bytes, timeout_s: float) -> socket.socket:
 
 
 def _connect(
-    comm: Communicator, other: int, timeout_s: float
+    comm: Communicator,
+    other: int,
+    timeout_s: float,
+    tls: TlsConfig | None,
+    party: str | None,
 ) -> tuple[socket.socket | None, str | None]:
     """Party 1: connect to where party 0 listens."""
     endpoint = receive_endpoint(comm, other)
@@ -162,16 +361,18 @@ def _connect(
         return None, "the other compute party cannot listen"
     host, port, token = endpoint
     try:
-        sock = dial(host, port, token, timeout_s)
-    except OSError as exc:
+        sock = dial(host, port, token, timeout_s, tls, party)
+    except OSError as exc:  # ssl.SSLError and PeerRefused are OSErrors
         both_succeeded(comm, other, ok=False)
         return None, f"cannot connect to {host}:{port}: {exc}"
-    both_succeeded(comm, other, ok=True)
+    if not both_succeeded(comm, other, ok=True):
+        sock.close()
+        return None, "the other compute party did not take the connection"
     return sock, None
 
 
 def both_succeeded(comm: Communicator, other: int, ok: bool) -> bool:
-    """Tell the other party whether this side succeeded; True when both did."""
+    """Party 1's side: tell party 0 whether this side succeeded; True when both did."""
     mine = torch.tensor([int(ok)], dtype=torch.int64)
     theirs = torch.empty(1, dtype=torch.int64)
     work = comm.isend(mine, other)

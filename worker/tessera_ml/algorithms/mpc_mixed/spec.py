@@ -48,9 +48,9 @@ class MpcMixedConfig(AlgorithmConfig):
     link: Literal["direct", "communicator"] = Field(
         default="direct",
         description=(
-            "How the compute parties exchange each round: direct, a TCP connection of their own "
-            "(falls back to the communicator if it cannot be made); communicator, the job's gloo "
-            "or NCCL point-to-point messages"
+            "How the compute parties exchange each round: direct, a TLS 1.3 connection of their "
+            "own (falls back to the communicator if it cannot be made); communicator, the job's "
+            "point-to-point messages"
         ),
     )
     ring64_frac: int = Field(

@@ -26,7 +26,7 @@ from tessera_ml.algorithms.mpc_mixed.dealer import (
     receive_seed,
     serve,
 )
-from tessera_ml.algorithms.mpc_mixed.link import open_link
+from tessera_ml.algorithms.mpc_mixed.link import link_encrypted, open_link
 from tessera_ml.algorithms.mpc_mixed.model import SharedMlp, forward, init_params, train_step
 from tessera_ml.algorithms.mpc_mixed.model_cnn import SIDE, cnn_forward, cnn_train_step, init_cnn
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
@@ -261,12 +261,14 @@ def _compute(ctx: RankContext, roles: Roles) -> dict[str, Any]:
             "rounds go over the communicator",
             level="warning",
         )
+    encrypted = link_encrypted(ctx.comm, peer)
     keep_to_cpu(index)
     try:
         result = _train(ctx, roles, cfg, prec, index, peer)
     finally:
         peer.close()
     result["link"] = "communicator" if fell_back else cfg.link
+    result["cross_party_tls"] = encrypted
     return result
 
 
