@@ -123,7 +123,7 @@ class DirectPeer(Peer):
         self._ready = select.poll()
         self._ready.register(self.sock, select.POLLIN)
         # over TLS, a read that would block raises an error that costs more than a look at the
-        # socket (and makes garbage), so the party looks before it reads
+        # socket, so the party looks before it reads
         self._tls = self.sock if isinstance(self.sock, ssl.SSLSocket) else None
         self._readable = self._tls_readable if self._tls is not None else None
 
