@@ -19,6 +19,7 @@ A job of one party is exactly a ``torch.distributed`` world. Byte accounting is 
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import ssl
 import struct
@@ -500,6 +501,8 @@ def _link_parties(
                 arrived.wait(left)
     finally:
         stop.set()
+        with contextlib.suppress(OSError):
+            listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
         listener.close()
 
 

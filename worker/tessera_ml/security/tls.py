@@ -57,9 +57,13 @@ class TlsConfig:
         try:
             raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             tls = self.client.wrap_socket(raw)
-            self.expect(tls, party)
         except BaseException:
             raw.close()
+            raise
+        try:
+            self.expect(tls, party)
+        except BaseException:
+            tls.close()
             raise
         return tls
 
