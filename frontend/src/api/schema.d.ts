@@ -379,7 +379,7 @@ export interface paths {
         put?: never;
         /**
          * Disable Party
-         * @description Disable a party: its token stops working and it cannot join new jobs.
+         * @description Disable a party: its tokens stop working and it leaves its unfinished jobs.
          */
         post: operations["parties-disable_party"];
         delete?: never;
