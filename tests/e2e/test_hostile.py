@@ -1,8 +1,9 @@
 """The trust boundary, tried as a hostile party would, on a real ``tessera up`` with real workers.
 
 Alice plays the attacker throughout: she holds a role in her jobs and her own token, and tries
-to make carol's worker run her code, to read secrets out of ranks, to talk to a running job's
-rendezvous store without being one of its ranks, and to answer for other parties.
+to make another party's worker run her code, to read secrets out of ranks, to talk to a running
+job's rendezvous store without being one of its ranks, and to answer for other parties. Bob's
+worker runs; carol has none (another test file waits for her to have none at first).
 """
 
 from __future__ import annotations
@@ -46,16 +47,6 @@ def policy(platform: Platform, party: str, **changes: Any) -> Iterator[None]:
             client.put(f"/parties/{party}/policy", json=before)
 
 
-def ensure_worker(platform: Platform, party: str) -> None:
-    if party in platform.online_parties():
-        return
-    platform.start_worker(party)
-    deadline = time.monotonic() + 60
-    while party not in platform.online_parties():
-        assert time.monotonic() < deadline, f"the worker of {party} did not come online"
-        time.sleep(0.5)
-
-
 def custom_job(marker: Path, parties: list[str]) -> dict[str, Any]:
     """The reproduction: a model 'factory' that is any importable callable, here a command."""
     target = {
@@ -88,14 +79,13 @@ def test_code_for_another_party_is_refused_naming_that_party(
 def test_a_worker_imports_no_code_outside_its_own_allow_list(
     platform: Platform, tmp_path: Path
 ) -> None:
-    ensure_worker(platform, "carol")
-    marker = tmp_path / "carol-was-here"
+    marker = tmp_path / "bob-was-here"
     with (
         policy(platform, "alice", custom_code=True),
-        policy(platform, "carol", custom_code=True),
+        policy(platform, "bob", custom_code=True),
         as_party(platform, "alice") as alice,
     ):
-        created = alice.post("/jobs", json=custom_job(marker, ["alice", "carol"]))
+        created = alice.post("/jobs", json=custom_job(marker, ["alice", "bob"]))
         assert created.status_code == 201, created.text
         job = platform.wait_status(created.json()["id"], "failed", "succeeded", timeout_s=90)
 
@@ -197,25 +187,24 @@ def test_a_stranger_at_a_running_jobs_store_learns_and_changes_nothing(
 
 
 def test_a_party_answers_only_for_itself(platform: Platform) -> None:
-    ensure_worker(platform, "carol")
-    with policy(platform, "carol", auto_approve_from=[]), as_party(platform, "alice") as alice:
+    with policy(platform, "bob", auto_approve_from=[]), as_party(platform, "alice") as alice:
         body = {
             "name": "consent",
             "algorithm": "ddp",
             "config": {"steps": 5, "eval_interval": 0},
-            "assignments": [{"party": p, "role": "trainer"} for p in ("alice", "carol")],
+            "assignments": [{"party": p, "role": "trainer"} for p in ("alice", "bob")],
         }
         job = alice.post("/jobs", json=body).json()
-        assert job["status_reason"] == "waiting for approval by carol"
+        assert job["status_reason"] == "waiting for approval by bob"
 
-        with as_party(platform, "bob") as bob:
-            assert bob.post(f"/jobs/{job['id']}/approve").status_code == 404
-        assert alice.post(f"/jobs/{job['id']}/approve").json()["waiting_for"] == ["carol"]
+        with as_party(platform, "carol") as carol:
+            assert carol.post(f"/jobs/{job['id']}/approve").status_code == 404
+        assert alice.post(f"/jobs/{job['id']}/approve").json()["waiting_for"] == ["bob"]
         time.sleep(1.0)
         assert platform.job(job["id"])["status"] == "pending"  # nothing ran meanwhile
         assert platform.job(job["id"])["attempts"][-1]["tasks"] == []
 
-        with as_party(platform, "carol") as carol:
-            assert carol.post(f"/jobs/{job['id']}/approve").status_code == 200
+        with as_party(platform, "bob") as bob:
+            assert bob.post(f"/jobs/{job['id']}/approve").status_code == 200
         done = platform.wait_status(job["id"], "succeeded", "failed", timeout_s=90)
     assert done["status"] == "succeeded", done
