@@ -12,6 +12,10 @@ from pydantic import ValidationError
 
 from tessera_api.settings import DEFAULT_ADMIN_TOKEN, Settings
 
+SHUTDOWN_GRACE_S = 5
+"""How long a stopping server waits for open connections (idle keep-alives, event streams,
+TLS shutdowns that a client never answers) before it closes them: a restart must not wait."""
+
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="tessera api", description="serve the control plane")
@@ -77,6 +81,7 @@ def main(argv: list[str]) -> int:
         port=args.port,
         ssl_certfile=args.tls_cert,
         ssl_keyfile=args.tls_key,
+        timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
     )
     return 0
 

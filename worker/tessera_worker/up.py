@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from tessera_api.serve import add_tls_arguments, tls_problem
+from tessera_api.serve import SHUTDOWN_GRACE_S, add_tls_arguments, tls_problem
 from tessera_api.settings import DEFAULT_ADMIN_TOKEN, Mode, Settings
 from tessera_worker import procs
 from tessera_worker.broker import EMBEDDED, redact
@@ -151,7 +151,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def check_port_free(host: str, port: int) -> None:
+    """Refuse a port another process listens on; one a stopped server left in TIME-WAIT is free
+    (the server binds with SO_REUSEADDR too), so a restart serves again at once."""
     with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError as exc:
@@ -197,6 +200,7 @@ def run(settings: Settings, args: argparse.Namespace, parties: list[str], local:
             log_level="warning",
             ssl_certfile=args.tls_cert,
             ssl_keyfile=args.tls_key,
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
         )
     )
     workers: list[subprocess.Popen[bytes]] = []
