@@ -7,13 +7,15 @@ import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from tessera_ml.testing import free_port
 from tessera_worker.client import ControlPlane
-from tessera_worker.reporter import HttpReporter
+from tessera_worker.reporter import HttpReporter, deliver_spool
 
 
 class Ingest:
@@ -131,3 +133,29 @@ def test_flush_beside_the_sender_thread_posts_one_batch_at_a_time(ingest: Ingest
     assert reporter.close()
     assert ingest.most_in_flight == 1
     assert ingest.steps() == [1, 2]
+
+
+def test_what_a_rank_could_not_deliver_is_spooled_and_delivered_by_its_worker(
+    ingest: Ingest, tmp_path: Path
+) -> None:
+    spool = tmp_path / "rank-3.spool.json"
+    api = ControlPlane(f"http://127.0.0.1:{ingest.port}", "token", timeout_s=2)
+    reporter = HttpReporter(api, job_id="j", task_id="t", rank=3, spool=spool)
+    for step in range(1, 1001):
+        reporter.metrics(step, {"loss": 1.0 / step})
+    reporter.log("the end")
+    reporter.checkpoint(1000, "/ckpt/step-1000", 10, "ab" * 32)
+
+    assert not reporter.close(timeout_s=0.3)  # the control plane is down as the rank ends
+    assert spool.exists()
+
+    with pytest.raises(httpx.TransportError):
+        deliver_spool(api, "j", "t", spool)  # still down: kept for later
+    assert spool.exists()
+    ingest.up()
+    deliver_spool(api, "j", "t", spool)
+
+    assert not spool.exists()
+    assert ingest.steps() == list(range(1, 1001))
+    assert any(path.endswith("/checkpoints") for path, _ in ingest.posts)
+    assert any(path.endswith("/logs") for path, _ in ingest.posts)

@@ -83,6 +83,8 @@ class RankLaunch(BaseModel):
     attempt_id: str = ""
     tls_dir: str | None = None
     task_token: str | None = Field(default=None, repr=False)
+    spool_path: str | None = None
+    """Where the rank leaves the reports the control plane did not take before it ended."""
     algorithm: str
     entry_point: str
     config: dict[str, Any]

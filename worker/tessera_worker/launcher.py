@@ -59,6 +59,10 @@ class LaunchSettings:
     def log_dir(self, task_id: str) -> Path:
         return self.home / "logs" / task_id
 
+    def spool_path(self, task_id: str, rank: int) -> Path:
+        """Where a rank leaves its undelivered reports (``reporter.deliver_spool``)."""
+        return self.log_dir(task_id) / f"rank-{rank}.spool.json"
+
     def task_dir(self, task_id: str) -> Path:
         """Where a task's credentials live while it runs."""
         return self.home / "tasks" / task_id
@@ -123,6 +127,7 @@ def rank_specs(
             attempt_id=launch.attempt_id,
             tls_dir=str(credentials.tls.key.parent),
             task_token=credentials.token or None,
+            spool_path=str(settings.spool_path(launch.task_id, hosted.rank)),
             algorithm=launch.algorithm,
             entry_point=entry_point,
             config=launch.config,

@@ -45,7 +45,8 @@ def _reporter(spec: RankLaunch) -> Any:
     from tessera_worker.reporter import HttpReporter
 
     api = ControlPlane(spec.api_url, spec.task_token, verify=spec.api_ca_file or True)
-    return HttpReporter(api, job_id=spec.job_id, task_id=spec.task_id, rank=spec.rank)
+    spool = Path(spec.spool_path) if spec.spool_path else None
+    return HttpReporter(api, job_id=spec.job_id, task_id=spec.task_id, rank=spec.rank, spool=spool)
 
 
 def _credentials(spec: RankLaunch) -> Any:

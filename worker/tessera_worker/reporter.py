@@ -3,16 +3,20 @@
 Training never waits on the network: calls append to bounded buffers and a sender thread posts
 them. While the control plane is unreachable the buffers keep the newest items (metrics and log
 lines beyond the bound are dropped oldest-first and counted); checkpoints are never dropped.
+What is still undelivered when the rank ends goes to a spool file that its worker delivers
+later (``deliver_spool``), so a control-plane outage at the end of a job loses nothing.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -39,8 +43,10 @@ class HttpReporter:
         max_buffer: int = 20_000,
         flush_interval_s: float = 0.5,
         max_backoff_s: float = 5.0,
+        spool: Path | None = None,
     ) -> None:
         self._api = api
+        self._spool = spool
         self.job_id = job_id
         self.task_id = task_id
         self.rank = rank
@@ -95,10 +101,25 @@ class HttpReporter:
         return True
 
     def close(self, timeout_s: float = 10.0) -> bool:
+        """Deliver what is buffered; what the control plane did not take in ``timeout_s`` goes
+        to the spool file, for the worker to deliver. False when something was left over."""
         self._closed.set()
         self._wake.set()
         self._thread.join(timeout=2)
-        return self.flush(timeout_s)
+        if self.flush(timeout_s):
+            return True
+        if self._spool is not None:
+            with self._sending, self._lock:
+                left = {
+                    "points": list(self._points),
+                    "lines": list(self._lines),
+                    "checkpoints": list(self._checkpoints),
+                }
+                self._points.clear()
+                self._lines.clear()
+                self._checkpoints.clear()
+            self._spool.write_text(json.dumps(left))
+        return False
 
     # -- internals -------------------------------------------------------------------------
     def _append(self, buffer: deque[dict[str, Any]], item: dict[str, Any]) -> None:
@@ -167,3 +188,30 @@ class HttpReporter:
 
     def _post_checkpoint(self, batch: list[dict[str, Any]]) -> None:
         self._api.post_checkpoint(self.job_id, batch[0])
+
+
+def deliver_spool(api: ControlPlane, job_id: str, task_id: str, spool: Path) -> None:
+    """Post what a rank left in its spool file, then remove it; raises while the control plane
+    cannot take it (retry later), drops what it refuses for good."""
+    left = json.loads(spool.read_text())
+    sends: list[tuple[list[dict[str, Any]], Callable[[list[dict[str, Any]]], None]]] = [
+        (left.get("checkpoints", []), lambda b: api.post_checkpoint(job_id, b[0])),
+        (left.get("points", []), lambda b: api.post_metrics(job_id, task_id, b)),
+        (left.get("lines", []), lambda b: api.post_logs(job_id, task_id, b)),
+    ]
+    for items, post in sends:
+        size = 1 if items is left.get("checkpoints") else MAX_BATCH
+        while items:
+            batch = items[:size]
+            try:
+                post(batch)
+            except ApiError as exc:
+                if exc.retryable:
+                    spool.write_text(json.dumps(left))  # what is left, not what went
+                    raise
+                print(f"tessera: dropped {len(batch)} spooled items: {exc}", file=sys.stderr)
+            except httpx.HTTPError:
+                spool.write_text(json.dumps(left))
+                raise
+            del items[:size]
+    spool.unlink()

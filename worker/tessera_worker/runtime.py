@@ -22,6 +22,7 @@ from tessera_worker.identity import TaskCredentials, WorkerIdentity
 from tessera_worker.launch import TERMINAL, Rendezvous, TaskLaunch
 from tessera_worker.launcher import LaunchSettings, Outcome, launch_ranks
 from tessera_worker.output import MAX_LINE
+from tessera_worker.reporter import deliver_spool
 
 
 class TaskAbort(Exception):
@@ -57,6 +58,7 @@ class Runtime:
     identity: WorkerIdentity
     rendezvous_poll_s: float = 0.5
     peer_loss_delay_s: float = 3.0
+    report_patience_s: float = 900.0
 
     def execute(self, task_id: str) -> str:
         """Run one task to its end; returns the status reported (or ``skipped``)."""
@@ -160,13 +162,21 @@ class Runtime:
         return None
 
     def _report(self, launch: TaskLaunch, outcome: Outcome) -> None:
-        """Post the failed rank's last lines (best effort), then the task's status (retried)."""
+        """Deliver what the ranks left undelivered and the failed rank's last lines, then the
+        task's status; retried through an outage of the control plane (``report_patience_s``),
+        so a job whose ranks finished meanwhile still ends with all it reported."""
         job_lines = [
             {"rank": outcome.rank, "level": "error", "message": line[:MAX_LINE], "time": _now()}
             for line in outcome.last_lines
         ]
-        for attempt in range(20):
+        spools = sorted(self.launch.log_dir(launch.task_id).glob("rank-*.spool.json"))
+        deadline = time.monotonic() + self.report_patience_s
+        attempt = 0
+        while True:
             try:
+                while spools:
+                    deliver_spool(self.api, launch.job_id, launch.task_id, spools[0])
+                    spools.pop(0)
                 if job_lines:
                     try:
                         self.api.post_logs(launch.job_id, launch.task_id, job_lines)
@@ -180,12 +190,17 @@ class Runtime:
                     reason=outcome.reason,
                     exit_code=outcome.exit_code,
                     rank=outcome.rank,
+                    lost_peer=outcome.lost_a_peer or None,
                 )
                 return
             except (ApiError, httpx.HTTPError) as exc:
                 if isinstance(exc, ApiError) and not exc.retryable:
                     return
-                time.sleep(min(5.0, 0.5 * (attempt + 1)))
+                if time.monotonic() > deadline:
+                    print(f"tessera worker: gave up reporting {launch.task_id}: {exc}", flush=True)
+                    return
+                attempt += 1
+                time.sleep(min(5.0, 0.5 * attempt))
 
 
 def free_port(address: str = "") -> int:
