@@ -211,6 +211,8 @@ class Task(Base):
     last_heartbeat: Mapped[datetime | None] = mapped_column(default=None)
     # the task's own credential for its ranks' reports; valid while the task is live
     credential_hash: Mapped[str | None] = mapped_column(String(64), default=None, unique=True)
+    lost_peer: Mapped[bool] = mapped_column(Boolean, default=False)
+    """It failed only because another rank went away: the attempt's cause is sought elsewhere."""
 
     party: Mapped[Party] = relationship(lazy="joined")
     attempt: Mapped[Attempt] = relationship(back_populates="tasks")

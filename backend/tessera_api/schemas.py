@@ -315,6 +315,11 @@ class TaskStatusIn(Strict):
     reason: Annotated[str, Field(max_length=4000)] | None = None
     exit_code: Annotated[int, Field(ge=-(2**31), le=2**31 - 1)] | None = None
     rank: Rank | None = None
+    lost_peer: bool = Field(
+        default=False,
+        description="The failure looks like the loss of another rank (a connection reset): "
+        "the control plane first looks for a worker that went silent, to blame that one",
+    )
 
 
 class LaunchDescription(BaseModel):

@@ -35,6 +35,18 @@ class Settings(BaseSettings):
     broker_url: str = "redis://127.0.0.1:6379/0"
     worker_offline_after_s: float = Field(default=30.0, gt=0)
     task_start_timeout_s: float = Field(default=300.0, gt=0)
+    lost_worker_after_s: float = Field(
+        default=5.0,
+        gt=0,
+        description="Once a rank reported a lost peer, a worker of its attempt silent this long "
+        "(2.5 heartbeats) is taken for the one that was lost",
+    )
+    blame_window_s: float = Field(
+        default=8.0,
+        gt=0,
+        description="How long a lost-peer report waits for a silent worker to blame before it "
+        "fails the attempt itself",
+    )
     frontend_dist: Path | None = None
     ca_dir: Path | None = Field(
         default=None,

@@ -62,11 +62,32 @@ def test_a_running_task_whose_worker_goes_offline_fails_the_attempt(plane: Plane
         worker = session.get(Worker, bob)
         worker.last_heartbeat = utcnow() - timedelta(minutes=5)
         session.commit()
+    plane.scheduler.hearing_since = utcnow() - timedelta(minutes=10)
     plane.scheduler.tick()
 
     job = plane.job(job_id)
     assert job["status"] == "failed"
     assert job["status_reason"] == "party bob rank 1: worker b1 went offline"
+
+
+def test_silence_while_the_control_plane_was_down_does_not_count(plane: Plane) -> None:
+    plane.register("alice", "a1")
+    plane.register("bob", "b1")
+    job_id = plane.create_job("alice", "bob")
+    with plane.client.app.state.session_factory() as session:  # type: ignore[attr-defined]
+        for worker in session.query(Worker).all():
+            worker.last_heartbeat = utcnow() - timedelta(seconds=48)  # the outage
+        session.commit()
+
+    plane.scheduler.hearing_since = utcnow() - timedelta(seconds=1)  # it just came back
+    plane.scheduler.tick()
+    assert plane.job(job_id)["status"] == "running"
+
+    plane.scheduler.hearing_since = utcnow() - timedelta(seconds=31)  # heard nothing since
+    plane.scheduler.tick()
+    job = plane.job(job_id)
+    assert job["status"] == "failed"
+    assert "went offline" in job["status_reason"]
 
 
 def test_a_message_the_broker_refused_is_sent_on_the_next_pass(plane: Plane) -> None:
@@ -129,6 +150,7 @@ def test_a_task_its_online_worker_never_starts_fails_the_attempt_after_the_timeo
     assert started.status_code == 200, started.text
     timeout = plane.scheduler.start_timeout_s
     assert timeout == 300
+    plane.scheduler.hearing_since = utcnow() - timedelta(hours=1)
 
     _assigned_ago(plane, job_id, timeout - 5)
     plane.scheduler.tick()
@@ -157,3 +179,83 @@ def test_a_started_task_is_never_failed_by_the_start_timeout(plane: Plane) -> No
     plane.scheduler.tick()
 
     assert plane.job(job_id)["status"] == "running"
+
+
+def _report(plane: Plane, party: str, task_id: str, **body: object) -> None:
+    auth = {"Authorization": f"Bearer {plane.tokens[party]}"}
+    response = plane.client.post(f"/api/v1/tasks/{task_id}/status", json=body, headers=auth)
+    assert response.status_code == 200, response.text
+
+
+def _silent_for(plane: Plane, worker_id: str, seconds: float) -> None:
+    with plane.client.app.state.session_factory() as session:  # type: ignore[attr-defined]
+        worker = session.get(Worker, worker_id)
+        worker.last_heartbeat = utcnow() - timedelta(seconds=seconds)
+        session.commit()
+
+
+def _running_pair(plane: Plane) -> tuple[str, dict[str, str], str]:
+    plane.register("alice", "a1")
+    bob = plane.register("bob", "b1")
+    job_id = plane.create_job("alice", "bob")
+    tasks = {t["party"]: t["id"] for t in plane.job(job_id)["attempts"][-1]["tasks"]}
+    for party, task in tasks.items():
+        _report(plane, party, task, status="running")
+    plane.scheduler.hearing_since = utcnow() - timedelta(hours=1)
+    return job_id, tasks, bob
+
+
+def test_a_lost_peer_report_blames_the_worker_that_went_silent(plane: Plane) -> None:
+    job_id, tasks, bob = _running_pair(plane)
+    _report(
+        plane,
+        "alice",
+        tasks["alice"],
+        status="failed",
+        rank=0,
+        reason="exited with code 1: LinkError: the peer closed the link",
+        lost_peer=True,
+    )
+    assert plane.job(job_id)["status"] == "running"  # not alice's fault, perhaps
+
+    _silent_for(plane, bob, plane.scheduler.lost_worker_after_s + 1)
+    plane.scheduler.tick()
+
+    job = plane.job(job_id)
+    assert job["status"] == "failed"
+    assert job["status_reason"] == "party bob rank 1: its worker b1 stopped answering"
+
+
+def test_a_lost_peer_report_fails_the_attempt_itself_when_nobody_went_silent(
+    plane: Plane,
+) -> None:
+    job_id, tasks, _ = _running_pair(plane)
+    reason = "exited with code 1: connection reset by peer"
+    _report(plane, "alice", tasks["alice"], status="failed", rank=0, reason=reason, lost_peer=True)
+    plane.scheduler.tick()
+    assert plane.job(job_id)["status"] == "running"
+
+    with plane.client.app.state.session_factory() as session:  # type: ignore[attr-defined]
+        job = session.get(Job, job_id)
+        for task in job.attempts[-1].tasks:
+            if task.lost_peer:
+                task.finished_at = utcnow() - timedelta(seconds=plane.scheduler.blame_window_s + 1)
+        session.commit()
+    plane.scheduler.tick()
+
+    job = plane.job(job_id)
+    assert job["status"] == "failed"
+    assert job["status_reason"] == f"party alice rank 0: {reason}"
+
+
+def test_a_worker_that_registers_again_ends_the_tasks_it_had_started(plane: Plane) -> None:
+    job_id, _, bob = _running_pair(plane)
+
+    assert plane.register("bob", "b1") == bob  # the same worker, restarted
+
+    job = plane.job(job_id)
+    reason = "its worker b1 restarted; the task's ranks ended with it"
+    assert job["status"] == "failed"
+    assert job["status_reason"] == f"party bob rank 1: {reason}"
+    statuses = {t["party"]: t["status"] for t in job["attempts"][-1]["tasks"]}
+    assert statuses["bob"] == "failed"

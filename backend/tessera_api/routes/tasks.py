@@ -69,6 +69,7 @@ def report_status(
         reason=status_in.reason,
         exit_code=status_in.exit_code,
         rank=status_in.rank,
+        lost_peer=status_in.lost_peer,
     )
     session.commit()
     return task_public(task)

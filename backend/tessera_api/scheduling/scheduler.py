@@ -27,6 +27,7 @@ from tessera_api.scheduling.placement import Waiting, WorkerView, place
 from tessera_api.services.approvals import approved
 from tessera_api.services.lifecycle import (
     current_attempt,
+    fail_attempt_by,
     lock_job,
     queue_job,
     queued_jobs,
@@ -34,7 +35,7 @@ from tessera_api.services.lifecycle import (
     set_queued_reason,
     start_attempt,
 )
-from tessera_api.states import TASK_TERMINAL, JobStatus, TaskStatus
+from tessera_api.states import TASK_TERMINAL, AttemptStatus, JobStatus, TaskStatus
 
 log = logging.getLogger("tessera.scheduler")
 
@@ -59,12 +60,19 @@ class Scheduler:
         offline_after_s: float,
         start_timeout_s: float = 300.0,
         interval_s: float = 1.0,
+        lost_worker_after_s: float = 5.0,
+        blame_window_s: float = 8.0,
     ) -> None:
         self._sessions = session_factory
         self._sender = sender
         self.offline_after_s = offline_after_s
         self.start_timeout_s = start_timeout_s
         self.interval_s = interval_s
+        self.lost_worker_after_s = lost_worker_after_s
+        self.blame_window_s = blame_window_s
+        self.hearing_since = _utcnow()
+        """Since when this scheduler could hear heartbeats: silence before it does not count,
+        so a restart of the control plane does not take every worker for lost."""
         self._lock = threading.RLock()
         self._wake = threading.Event()
         self._closed = threading.Event()
@@ -87,6 +95,7 @@ class Scheduler:
 
     # -- the loop --------------------------------------------------------------------------
     def start(self) -> None:
+        self.hearing_since = _utcnow()
         self._thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
         self._thread.start()
 
@@ -111,6 +120,7 @@ class Scheduler:
             outgoing: list[Outgoing] = []
             for job in queued_jobs(session):
                 outgoing += self._try_place(session, job)
+            self._blame_lost_peers(session)
             self._fail_lost_tasks(session)
             session.commit()
             outgoing, self._unsent = self._unsent + outgoing, []
@@ -190,15 +200,60 @@ class Scheduler:
             except ApiError as exc:  # the task ended meanwhile
                 log.info("task %s not ended: %s", task.id, exc.detail)
 
+    def silence(self, worker: Worker) -> timedelta:
+        """How long the worker has not been heard while this scheduler could hear it."""
+        return _utcnow() - max(worker.last_heartbeat, self.hearing_since)
+
+    def _blame_lost_peers(self, session: Session) -> None:
+        """Settle attempts in which a rank reported a lost peer: fail the task of a worker that
+        went silent meanwhile (the cause), else, after the window, fail with that report."""
+        reports = session.scalars(
+            select(Task)
+            .join(Attempt, Task.attempt_id == Attempt.id)
+            .where(
+                Task.lost_peer.is_(True),
+                Task.status == TaskStatus.failed.value,
+                Attempt.status == AttemptStatus.running.value,
+            )
+        ).all()
+        for report in reports:
+            job = lock_job(session, job_id=report.attempt.job_id)
+            attempt = report.attempt
+            if AttemptStatus(attempt.status) is not AttemptStatus.running:
+                continue
+            silent = [
+                t
+                for t in attempt.tasks
+                if TaskStatus(t.status) not in TASK_TERMINAL
+                and (w := session.get(Worker, t.worker_id)) is not None
+                and self.silence(w) > timedelta(seconds=self.lost_worker_after_s)
+            ]
+            if silent:
+                worker = session.get(Worker, silent[0].worker_id)
+                assert worker is not None
+                report_task_status(
+                    session,
+                    task=silent[0],
+                    status=TaskStatus.failed,
+                    reason=f"its worker {worker.hostname} stopped answering",
+                    exit_code=None,
+                    rank=None,
+                )
+            elif report.finished_at is not None and _utcnow() - report.finished_at > timedelta(
+                seconds=self.blame_window_s
+            ):
+                fail_attempt_by(session, job=job, task=report)
+
     def _lost_reason(self, session: Session, task: Task) -> str | None:
         """Why a live task can no longer run, or None while it may."""
         worker = session.get(Worker, task.worker_id)
         if worker is None or TaskStatus(task.status) in TASK_TERMINAL:
             return None
         now = _utcnow()
-        if worker.last_heartbeat < now - timedelta(seconds=self.offline_after_s):
+        if self.silence(worker) > timedelta(seconds=self.offline_after_s):
             return f"worker {worker.hostname} went offline"
-        overdue = now - task.created_at > timedelta(seconds=self.start_timeout_s)
+        waited = now - max(task.created_at, self.hearing_since)
+        overdue = waited > timedelta(seconds=self.start_timeout_s)
         if TaskStatus(task.status) is TaskStatus.assigned and overdue:
             return (
                 f"worker {worker.hostname} of party {task.party.name} did not start its task "

@@ -23,6 +23,8 @@ def create_scheduled_app(settings: Settings) -> FastAPI:
         CelerySender(settings.broker_url, settings.home),
         offline_after_s=settings.worker_offline_after_s,
         start_timeout_s=settings.task_start_timeout_s,
+        lost_worker_after_s=settings.lost_worker_after_s,
+        blame_window_s=settings.blame_window_s,
     )
     app = create_app(settings, dispatcher=scheduler)
     sessions.append(app.state.session_factory)

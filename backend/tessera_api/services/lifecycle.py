@@ -189,8 +189,13 @@ def report_task_status(
     reason: str | None,
     exit_code: int | None,
     rank: int | None,
+    lost_peer: bool = False,
 ) -> Task:
-    """A worker's report about one task, with its consequences for the attempt and the job."""
+    """A worker's report about one task, with its consequences for the attempt and the job.
+
+    A failure that only reports a lost peer (``lost_peer``) does not fail the attempt while
+    other tasks of it still run: the scheduler first looks for the worker that went silent,
+    to blame that one (``Scheduler._blame_lost_peers``)."""
     attempt = task.attempt
     job = lock_job(session, job_id=attempt.job_id)
     starts = status in (TaskStatus.starting, TaskStatus.running)
@@ -208,7 +213,10 @@ def report_task_status(
         task.reason = reason
     if status is TaskStatus.failed:
         task.failed_rank = rank
-        _fail_attempt(session, job=job, attempt=attempt, task=task, code="task_failed", text=text)
+        task.lost_peer = lost_peer
+        others = [t for t in attempt.tasks if t.id != task.id]
+        if not (lost_peer and any(TaskStatus(t.status) not in TASK_TERMINAL for t in others)):
+            fail_attempt_by(session, job=job, task=task)
     elif status is TaskStatus.cancelled and _running(job, attempt):
         _fail_attempt(
             session,
@@ -224,6 +232,14 @@ def report_task_status(
     _settle_cancel(session, job=job)
     session.flush()
     return task
+
+
+def fail_attempt_by(session: Session, *, job: Job, task: Task) -> None:
+    """Fail ``task``'s attempt (if it still runs) with that task's failure as the reason."""
+    text = task.reason or (
+        f"exit code {task.exit_code}" if task.exit_code is not None else "failed"
+    )
+    _fail_attempt(session, job=job, attempt=task.attempt, task=task, code="task_failed", text=text)
 
 
 def _running(job: Job, attempt: Attempt) -> bool:

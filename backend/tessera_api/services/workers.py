@@ -13,6 +13,7 @@ from tessera_api.errors import forbidden, invalid, not_found
 from tessera_api.models import Attempt, Job, Party, Task, Worker, utcnow
 from tessera_api.schemas import Heartbeat, WorkerRegister, WorkerTaskPublic
 from tessera_api.security import Caller
+from tessera_api.services.lifecycle import report_task_status
 from tessera_api.states import TASK_TERMINAL, AttemptStatus, JobStatus, TaskStatus
 from tessera_ml.security.pki import CertificateError, Identity
 
@@ -25,6 +26,8 @@ def register_worker(session: Session, *, party: Party, worker_in: WorkerRegister
     if worker is None:
         worker = Worker(party_id=party.id, hostname=worker_in.hostname)
         session.add(worker)
+    else:
+        end_held_tasks(session, worker=worker)
     worker.address = worker_in.address
     worker.cpu_count = worker_in.cpu_count
     worker.memory_bytes = worker_in.memory_bytes
@@ -33,6 +36,23 @@ def register_worker(session: Session, *, party: Party, worker_in: WorkerRegister
     worker.last_heartbeat = utcnow()
     session.flush()
     return worker
+
+
+def end_held_tasks(session: Session, *, worker: Worker) -> None:
+    """A worker registering again has restarted: the tasks it had started ended with it."""
+    started = [TaskStatus.starting.value, TaskStatus.running.value]
+    held = session.scalars(
+        select(Task).where(Task.worker_id == worker.id, Task.status.in_(started))
+    ).all()
+    for task in held:
+        report_task_status(
+            session,
+            task=task,
+            status=TaskStatus.failed,
+            reason=f"its worker {worker.hostname} restarted; the task's ranks ended with it",
+            exit_code=None,
+            rank=None,
+        )
 
 
 def certify(session: Session, *, worker: Worker, csr: str, certs: CertificateService) -> str:
