@@ -111,11 +111,13 @@ def run(spec: RankLaunch, stop: threading.Event, on_error: Callable[[], None]) -
         job_id=spec.job_id,
         attempt=spec.attempt,
     )
+    failed = False
     try:
         with forward_output(reporter):
             try:
                 return _entry(spec.entry_point)(ctx)
             except BaseException:
+                failed = True
                 on_error()
                 reporter.log(traceback.format_exc(), level="error")
                 raise
@@ -123,7 +125,9 @@ def run(spec: RankLaunch, stop: threading.Event, on_error: Callable[[], None]) -
         close = getattr(reporter, "close", None)
         if close is not None:
             close()
-        world.close()
+        # a failed attempt ends for every rank: waiting for the others to leave only delays
+        # the report (and a rank that died never leaves)
+        world.close(linger_s=0.0 if failed else 10.0)
 
 
 def _loose_config(raw: dict[str, Any]) -> Any:
