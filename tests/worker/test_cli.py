@@ -95,3 +95,18 @@ def test_up_says_when_the_port_is_taken_or_the_database_unusable(
     monkeypatch.setenv("TESSERA_DATABASE_URL", "postgresql+psycopg://nobody@127.0.0.1:9/none")
     assert up.main(["--port", str(port)]) == 2
     assert "cannot use the database at 127.0.0.1:9/none" in capsys.readouterr().err
+
+
+def test_a_port_left_in_time_wait_by_a_stopped_server_is_free_again() -> None:
+    with socket.socket() as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            accepted, _ = server.accept()
+            accepted.close()  # the server closes first: its end of the connection waits
+            client.recv(1)
+    with socket.socket() as plain, pytest.raises(OSError):
+        plain.bind(("127.0.0.1", port))  # what a bind without SO_REUSEADDR meets
+    up.check_port_free("127.0.0.1", port)

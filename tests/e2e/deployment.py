@@ -1,0 +1,145 @@
+"""A deployment as an operator runs one: ``tessera api`` and one ``tessera worker`` per party,
+each its own process, on PostgreSQL and Redis, so each can be stopped, killed and restarted."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ADMIN_TOKEN = "outage-admin-token-0123456789"
+
+
+@dataclass
+class Deployment:
+    home: Path
+    port: int
+    database_url: str
+    broker_url: str
+    api: subprocess.Popen[bytes] | None = None
+    workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    tokens: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def _env(self) -> dict[str, str]:
+        root = Path(__file__).resolve().parents[2]
+        return {
+            **os.environ,
+            "TESSERA_HOME": str(self.home),
+            "PYTHONPATH": str(root),
+        }
+
+    def start_api(self) -> None:
+        env = self._env() | {
+            "TESSERA_DATABASE_URL": self.database_url,
+            "TESSERA_BROKER_URL": self.broker_url,
+            "TESSERA_ADMIN_TOKEN": ADMIN_TOKEN,
+        }
+        argv = [sys.executable, "-m", "tessera_api.cli", "api", "--port", str(self.port)]
+        with (self.home / "api.out").open("ab") as log:
+            self.api = subprocess.Popen(argv, env=env, stdout=log, stderr=log)
+
+    def wait_serving(self, timeout_s: float = 60) -> float:
+        """Seconds until the API answers its health route."""
+        started = time.monotonic()
+        while True:
+            try:
+                if httpx.get(f"{self.url}/api/v1/health", timeout=1).status_code == 200:
+                    return time.monotonic() - started
+            except httpx.HTTPError:
+                pass
+            assert self.api is not None and self.api.poll() is None, self.log("api.out")
+            assert time.monotonic() - started < timeout_s, "the API did not come up"
+            time.sleep(0.1)
+
+    def stop_api(self) -> None:
+        assert self.api is not None
+        self.api.send_signal(signal.SIGTERM)
+        self.api.wait(30)
+
+    def log(self, name: str) -> str:
+        path = self.home / name
+        return path.read_text()[-3000:] if path.exists() else ""
+
+    def call(self, method: str, path: str, body: Any = None, token: str = ADMIN_TOKEN) -> Any:
+        response = httpx.request(
+            method,
+            f"{self.url}/api/v1{path}",
+            json=body,
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=30,
+        )
+        assert response.status_code < 300, response.text
+        return response.json() if response.content else None
+
+    def add_party(self, name: str) -> None:
+        self.tokens[name] = self.call("POST", "/parties", {"name": name})["token"]
+        policy = {"auto_approve_from": ["admin"], "algorithms": None, "custom_code": False}
+        self.call("PUT", f"/parties/{name}/policy", policy, token=self.tokens[name])
+
+    def start_worker(self, party: str) -> subprocess.Popen[bytes]:
+        token_file = self.home / f"{party}.token"
+        token_file.write_text(self.tokens[party])
+        argv = [sys.executable, "-m", "tessera_api.cli", "worker", "--party", party]
+        argv += ["--api", self.url, "--broker", self.broker_url, "--hostname", f"host-{party}"]
+        argv += ["--token-file", str(token_file), "--heartbeat", "1"]
+        with (self.home / f"worker-{party}.out").open("ab") as log:
+            proc = subprocess.Popen(argv, env=self._env(), stdout=log, stderr=log)
+        self.workers[party] = proc
+        return proc
+
+    def online(self) -> set[str]:
+        return {w["party"] for w in self.call("GET", "/workers")["data"] if w["online"]}
+
+    def wait_online(self, *parties: str, timeout_s: float = 60) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not set(parties) <= self.online():
+            assert time.monotonic() < deadline, f"workers of {parties} did not come online"
+            time.sleep(0.2)
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self.call("GET", f"/jobs/{job_id}")
+        return result
+
+    def wait_job(
+        self, job_id: str, until: Callable[[dict[str, Any]], bool], timeout_s: float = 120
+    ) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            job = self.job(job_id)
+            if until(job):
+                return job
+            assert time.monotonic() < deadline, f"job {job_id} did not get there: {job}"
+            time.sleep(0.2)
+
+    def create_job(self, parties: list[str], **config: Any) -> str:
+        body = {
+            "name": "outage",
+            "algorithm": "ddp",
+            "config": {"eval_interval": 0, "batch_size": 8, **config},
+            "assignments": [{"party": p, "role": "trainer"} for p in parties],
+        }
+        return str(self.call("POST", "/jobs", body)["id"])
+
+    def stop(self) -> None:
+        procs = [*self.workers.values(), *([self.api] if self.api else [])]
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
