@@ -306,3 +306,14 @@ class Event(Base):
     kind: Mapped[str] = mapped_column(String(32))
     data: Mapped[dict[str, Any]] = mapped_column(default=dict)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class Lease(Base):
+    """A duty exactly one replica of the control plane performs (the scheduler), who holds it
+    and until when; the holder renews it, and another replica takes it once it lapsed."""
+
+    __tablename__ = "leases"
+
+    name: Mapped[str] = mapped_column(String(32), primary_key=True)
+    holder: Mapped[str | None] = mapped_column(String(128), default=None)
+    expires_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import ssl
 import sys
 from pathlib import Path
@@ -26,6 +27,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--no-scheduler",
         action="store_true",
         help="only queue jobs; place and dispatch nothing (no broker needed)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="server processes on this port (each takes part in scheduling through the lease)",
     )
     add_tls_arguments(parser)
     return parser.parse_args(argv)
@@ -54,6 +61,8 @@ def tls_problem(cert: str | None, key: str | None) -> str | None:
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     problem = tls_problem(args.tls_cert, args.tls_key)
+    if args.workers < 1:
+        problem = "--workers must be at least 1"
     if problem is not None:
         print(f"tessera api: {problem}", file=sys.stderr)
         return 2
@@ -75,8 +84,12 @@ def main(argv: list[str]) -> int:
 
     import uvicorn
 
+    if args.no_scheduler:
+        os.environ["TESSERA_RUN_SCHEDULER"] = "false"  # read again by each server process
     uvicorn.run(
-        build_app(settings, args.no_scheduler),
+        "tessera_api.serve:app_from_environment",
+        factory=True,
+        workers=args.workers,
         host=args.host,
         port=args.port,
         ssl_certfile=args.tls_cert,
@@ -84,6 +97,12 @@ def main(argv: list[str]) -> int:
         timeout_graceful_shutdown=SHUTDOWN_GRACE_S,
     )
     return 0
+
+
+def app_from_environment() -> FastAPI:
+    """The app each server process builds from the ``TESSERA_*`` environment."""
+    settings = Settings()
+    return build_app(settings, not settings.run_scheduler)
 
 
 def build_app(settings: Settings, no_scheduler: bool) -> FastAPI:

@@ -47,6 +47,17 @@ class Settings(BaseSettings):
         description="How long a lost-peer report waits for a silent worker to blame before it "
         "fails the attempt itself",
     )
+    scheduler_lease_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="How long the replica that schedules holds its lease between renewals; "
+        "when it dies, another replica takes over after at most this long",
+    )
+    run_scheduler: bool = Field(
+        default=True,
+        description="Whether this process takes part in scheduling (false: it only queues jobs; "
+        "`tessera api --no-scheduler`)",
+    )
     frontend_dist: Path | None = None
     ca_dir: Path | None = Field(
         default=None,

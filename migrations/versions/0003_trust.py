@@ -1,4 +1,4 @@
-"""consent, party policies, certificates, per-task credentials, failures by a lost peer
+"""consent, party policies, certificates and per-task credentials
 
 Revision ID: 0003
 Revises: 0002
@@ -55,11 +55,6 @@ def upgrade() -> None:
         batch_op.create_unique_constraint(
             batch_op.f("uq_tasks_credential_hash"), ["credential_hash"]
         )
-        batch_op.add_column(
-            sa.Column("lost_peer", sa.Boolean(), nullable=False, server_default=sa.false())
-        )
-    with op.batch_alter_table("tasks", schema=None) as batch_op:
-        batch_op.alter_column("lost_peer", server_default=None)
 
     op.create_table(
         "approvals",
@@ -90,7 +85,6 @@ def downgrade() -> None:
     op.drop_table("approvals")
     with op.batch_alter_table("tasks", schema=None) as batch_op:
         batch_op.drop_constraint(batch_op.f("uq_tasks_credential_hash"), type_="unique")
-        batch_op.drop_column("lost_peer")
         batch_op.drop_column("credential_hash")
     with op.batch_alter_table("attempts", schema=None) as batch_op:
         batch_op.drop_column("rendezvous_secret")

@@ -5,13 +5,16 @@ The broker is replaced by a recorder of what would be sent; the end-to-end tests
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 from tessera_api.models import Job, Worker, utcnow
+from tessera_api.scheduling.lease import Lease
+from tessera_api.scheduling.scheduler import Scheduler
 from tessera_worker import hardware
 from tessera_worker.agent import Agent
 from tessera_worker.client import ControlPlane
-from tests.worker.plane import ADMIN, Plane
+from tests.worker.plane import ADMIN, Plane, Recorder
 
 
 def test_a_job_waits_for_a_party_then_starts_when_its_worker_registers(plane: Plane) -> None:
@@ -259,3 +262,39 @@ def test_a_worker_that_registers_again_ends_the_tasks_it_had_started(plane: Plan
     assert job["status_reason"] == f"party bob rank 1: {reason}"
     statuses = {t["party"]: t["status"] for t in job["attempts"][-1]["tasks"]}
     assert statuses["bob"] == "failed"
+
+
+def test_only_the_replica_holding_the_lease_schedules_and_another_takes_over(
+    plane: Plane,
+) -> None:
+    job_id = plane.create_job("alice", "bob")  # queued: no worker yet
+    factory = plane.client.app.state.session_factory  # type: ignore[attr-defined]
+
+    sent = {"first": Recorder(), "second": Recorder()}
+
+    def replica(name: str) -> Scheduler:
+        lease = Lease(factory, ttl_s=0.5, holder=name)
+        return Scheduler(factory, sent[name], offline_after_s=30, interval_s=3600, lease=lease)
+
+    first, second = replica("first"), replica("second")
+    first.tick()
+    plane.register("alice", "a1")
+    plane.register("bob", "b1")
+
+    second.tick()
+    assert not second.leading
+    assert sent["second"].sent == []
+    assert plane.job(job_id)["status"] == "queued"
+
+    first.tick()
+    assert first.leading
+    assert len(sent["first"].sent) == 2
+    assert plane.job(job_id)["status"] == "running"
+
+    time.sleep(0.6)  # the first replica died: its lease lapses
+    before = utcnow()
+    second.tick()
+    assert second.leading
+    assert second.hearing_since >= before  # workers get their time to be heard by the new one
+    first.tick()
+    assert not first.leading

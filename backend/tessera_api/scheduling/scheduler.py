@@ -5,6 +5,10 @@ job (so a job waiting for a party's worker starts when one comes online), fails 
 running job whose worker went offline or never started its task in time, and cancels the tasks
 a cancelling job's offline worker can no longer stop. Messages are sent only after the
 transaction that created their tasks committed.
+
+With several replicas of the control plane on one database, each runs this loop but only the
+holder of the scheduler ``Lease`` does anything in it; the others queue the jobs submitted to
+them and wait to take over.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from tessera_api.errors import ApiError
 from tessera_api.models import Attempt, Job, Party, Task, Worker
 from tessera_api.models import utcnow as _utcnow
 from tessera_api.scheduling.broker import TaskSender
+from tessera_api.scheduling.lease import Lease
 from tessera_api.scheduling.placement import Waiting, WorkerView, place
 from tessera_api.services.approvals import approved
 from tessera_api.services.lifecycle import (
@@ -62,6 +67,7 @@ class Scheduler:
         interval_s: float = 1.0,
         lost_worker_after_s: float = 5.0,
         blame_window_s: float = 8.0,
+        lease: Lease | None = None,
     ) -> None:
         self._sessions = session_factory
         self._sender = sender
@@ -78,6 +84,9 @@ class Scheduler:
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
         self._unsent: list[Outgoing] = []
+        self._lease = lease
+        self.leading = lease is None
+        """Whether this scheduler acts: always without a lease, else while it holds it."""
 
     # -- Dispatcher ------------------------------------------------------------------------
     def submit(self, session: Session, *, job_id: str) -> None:
@@ -86,7 +95,8 @@ class Scheduler:
             if job is None or JobStatus(job.status) is not JobStatus.pending or not approved(job):
                 return
             queue_job(session, job_id=job_id)
-            outgoing = self._try_place(session, job)
+            # a replica that is not the scheduler only queues: the holder places it at its pass
+            outgoing = self._try_place(session, job) if self.leading else []
             session.commit()
         self._send(outgoing)
 
@@ -96,6 +106,7 @@ class Scheduler:
     # -- the loop --------------------------------------------------------------------------
     def start(self) -> None:
         self.hearing_since = _utcnow()
+        self._hold_lease()
         self._thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
         self._thread.start()
 
@@ -104,6 +115,12 @@ class Scheduler:
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=10)
+        if self._lease is not None and self.leading:
+            self.leading = False
+            try:
+                self._lease.release()
+            except Exception:
+                log.exception("could not give the scheduler lease back; it lapses by itself")
 
     def _loop(self) -> None:
         while not self._closed.is_set():
@@ -116,6 +133,8 @@ class Scheduler:
 
     def tick(self) -> None:
         """One pass: place queued jobs, fail tasks lost with their worker or never started."""
+        if not self._hold_lease():
+            return
         with self._lock, self._sessions() as session:
             outgoing: list[Outgoing] = []
             for job in queued_jobs(session):
@@ -127,6 +146,24 @@ class Scheduler:
         self._send(outgoing)
 
     # -- internals -------------------------------------------------------------------------
+    def _hold_lease(self) -> bool:
+        if self._lease is None:
+            return True
+        try:
+            held = self._lease.hold()
+        except Exception:
+            log.exception("could not renew the scheduler lease")
+            held = False
+        with self._lock:
+            if held and not self.leading:
+                # workers were heard by whoever scheduled before: give them time to be heard here
+                self.hearing_since = _utcnow()
+                log.info("this replica (%s) is the scheduler now", self._lease.holder)
+            elif self.leading and not held:
+                log.warning("this replica (%s) lost the scheduler lease", self._lease.holder)
+            self.leading = held
+        return held
+
     def _online_workers(self, session: Session) -> list[WorkerView]:
         since = _utcnow() - timedelta(seconds=self.offline_after_s)
         rows = session.execute(

@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from tessera_api.app import create_app
 from tessera_api.scheduling.broker import CelerySender
+from tessera_api.scheduling.lease import Lease
 from tessera_api.scheduling.scheduler import Scheduler
 from tessera_api.settings import Settings
 
@@ -25,6 +26,7 @@ def create_scheduled_app(settings: Settings) -> FastAPI:
         start_timeout_s=settings.task_start_timeout_s,
         lost_worker_after_s=settings.lost_worker_after_s,
         blame_window_s=settings.blame_window_s,
+        lease=Lease(lambda: sessions[0](), ttl_s=settings.scheduler_lease_s),
     )
     app = create_app(settings, dispatcher=scheduler)
     sessions.append(app.state.session_factory)
