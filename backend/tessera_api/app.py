@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import APIRouter, FastAPI
 from fastapi.routing import APIRoute
@@ -12,6 +14,7 @@ from tessera_api.certificates import CertificateService
 from tessera_api.db import make_engine, make_session_factory
 from tessera_api.dispatch import Dispatcher, QueueDispatcher
 from tessera_api.errors import install_error_handlers
+from tessera_api.event_hub import EventHub
 from tessera_api.frontend import mount_dashboard
 from tessera_api.limits import BodySizeLimit
 from tessera_api.routes import algorithms, events, jobs, meta, parties, tasks, telemetry, workers
@@ -31,6 +34,21 @@ def api_router() -> APIRouter:
     for module in (meta, algorithms, parties, workers, jobs, tasks, telemetry, events):
         router.include_router(module.router)
     return router
+
+
+def _with_event_hub(inner: Any, hub: EventHub) -> Any:
+    """The app's lifespan, with the hub's database listener running during it."""
+
+    @asynccontextmanager
+    async def lifespan(application: Any) -> AsyncIterator[Any]:
+        hub.start()
+        try:
+            async with inner(application) as state:
+                yield state
+        finally:
+            hub.close()
+
+    return lifespan
 
 
 def create_app(
@@ -53,6 +71,9 @@ def create_app(
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
+    app.state.event_hub = hub = EventHub(settings.resolved_database_url)
+    hub.watch(app.state.session_factory)
+    app.router.lifespan_context = _with_event_hub(app.router.lifespan_context, hub)
     app.state.dispatcher = dispatcher or QueueDispatcher()
     app.state.specs = dict(specs) if specs is not None else all_specs()
     app.state.certificates = CertificateService(settings.resolved_ca_dir)

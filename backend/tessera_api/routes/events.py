@@ -14,13 +14,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from tessera_api.deps import Principal, SessionDep
+from tessera_api.event_hub import EventHub
 from tessera_api.models import Event, Job
 from tessera_api.services import jobs
 from tessera_api.states import JOB_TERMINAL, JobStatus
 
 router = APIRouter(prefix="/jobs", tags=["events"])
 
-POLL_S = 0.25
 KEEPALIVE_S = 15.0
 BATCH = 500
 
@@ -82,10 +82,11 @@ async def _events(
     once: bool,
     timeout_s: float | None,
 ) -> AsyncIterator[str]:
+    hub: EventHub = request.app.state.event_hub
     yield "retry: 2000\n\n"
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
-    quiet_since = time.monotonic()
     while True:
+        ticket = hub.ticket(job_id)  # before reading: a commit from now on wakes it
         events, finished = await anyio.to_thread.run_sync(_fetch, factory, job_id, cursor)
         for event in events:
             yield _format(event)
@@ -94,13 +95,12 @@ async def _events(
             continue
         if once or (finished and not events):
             return
-        if deadline is not None and time.monotonic() >= deadline:
-            return
         if await request.is_disconnected():
             return
-        if events:
-            quiet_since = time.monotonic()
-        elif time.monotonic() - quiet_since >= KEEPALIVE_S:
+        wait_s = KEEPALIVE_S
+        if deadline is not None:
+            wait_s = min(wait_s, deadline - time.monotonic())
+            if wait_s <= 0:
+                return
+        if not await hub.wait(ticket, wait_s) and (deadline is None or time.monotonic() < deadline):
             yield ": keep-alive\n\n"
-            quiet_since = time.monotonic()
-        await anyio.sleep(POLL_S)

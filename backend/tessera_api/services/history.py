@@ -7,6 +7,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from tessera_api.errors import conflict
+from tessera_api.event_hub import note_new_event
 from tessera_api.models import Attempt, Event, Job, Party, StatusTransition, Task, utcnow
 from tessera_api.states import (
     ATTEMPT_TERMINAL,
@@ -24,6 +25,7 @@ from tessera_api.states import (
 
 def record_event(session: Session, *, job_id: str, kind: str, data: dict[str, Any]) -> None:
     session.add(Event(job_id=job_id, kind=kind, data=data))
+    note_new_event(session, job_id)  # its streams wake once this commits, in every replica
 
 
 def _audit(

@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
+import httpx
+import pytest
+import uvicorn
 from fastapi.testclient import TestClient
 
+from tessera_ml.testing import free_port
 from tests.backend.factories import ADMIN, API, report, running_job
 
 
@@ -79,3 +87,75 @@ def test_a_live_stream_holds_no_database_connection_between_polls(client: TestCl
             held.append(app.state.engine.pool.checkedout())
             time.sleep(0.02)
     assert min(held) == 0, held
+
+
+@contextlib.contextmanager
+def serving(app: Any) -> Iterator[str]:
+    """``app`` behind a real uvicorn on a free port (its lifespan is the caller's business):
+    the test client does not stream a response while it is being produced."""
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning", lifespan="off")
+    )
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        assert thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=30)
+
+
+def _stream_while(reader: Any, job_id: str, write: Callable[[], None]) -> list[str]:
+    """The lines a stream of ``job_id`` served by ``reader`` shows until a task's failure,
+    while ``write`` fails it meanwhile. A stream reads, then sleeps until woken; one that
+    nobody woke would say ``: keep-alive`` (after ``KEEPALIVE_S``) before it read again."""
+    seen: list[str] = []
+    writer = threading.Thread(target=lambda: (time.sleep(0.3), write()))
+    with (
+        serving(reader) as url,
+        httpx.stream(
+            "GET", f"{url}{API}/jobs/{job_id}/events?timeout_s=30", headers=ADMIN, timeout=60
+        ) as response,
+    ):
+        for line in response.iter_lines():
+            seen.append(line)
+            if line.startswith("id: ") and writer.ident is None:
+                writer.start()  # the stored events are being served: the stream is open
+            if line.startswith("data: ") and '"to": "failed"' in line:
+                break
+    writer.join()
+    return seen
+
+
+def test_a_commit_wakes_the_streams_of_its_job(client: TestClient) -> None:
+    job = running_job(client)
+    seen = _stream_while(
+        client.app, job.id, lambda: report(client, job.alice, job.alice_task, status="failed")
+    )
+    assert ": keep-alive" not in seen
+
+
+@pytest.mark.postgres
+def test_a_stream_on_one_replica_sees_events_stored_through_another(
+    fresh_postgres_url: str, tmp_path: Path
+) -> None:
+    from tests.backend.conftest import _client, _prepared
+
+    _prepared(fresh_postgres_url)
+    replicas = (
+        _client(fresh_postgres_url, tmp_path / "a"),
+        _client(fresh_postgres_url, tmp_path / "b"),
+    )
+    one, two = (next(r) for r in replicas)
+    try:
+        job = running_job(one)
+        seen = _stream_while(
+            one.app, job.id, lambda: report(two, job.alice, job.alice_task, status="failed")
+        )
+        assert ": keep-alive" not in seen
+    finally:
+        for replica in replicas:
+            next(replica, None)
