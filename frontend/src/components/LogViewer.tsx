@@ -1,6 +1,7 @@
 import { useQuery } from "@tanstack/react-query";
 import { useEffect, useRef, useState } from "react";
 import { api, unwrap, type Schemas } from "../api/client";
+import { pollEvery } from "../hooks/polling";
 
 type Line = Schemas["LogLinePublic"];
 const MAX_LINES = 5000;
@@ -32,7 +33,7 @@ export function LogViewer({ jobId, taskIds, live }: { jobId: string; taskIds: st
       }
       return page.next_cursor;
     },
-    refetchInterval: live && follow ? 1500 : false,
+    refetchInterval: pollEvery(live && follow ? 1500 : false),
   });
 
   useEffect(() => {

@@ -1,5 +1,6 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { api, unwrap, type JobPublic, type PartyPolicy } from "../api/client";
+import { pollEvery } from "./polling";
 
 /** Key of the "waiting for your approval" list; under ["jobs"], so every jobs refresh includes it. */
 export const AWAITING_KEY = ["jobs", "awaiting"] as const;
@@ -10,7 +11,7 @@ export function useAwaitingApproval(refetchMs = 5000) {
     queryKey: AWAITING_KEY,
     queryFn: async () =>
       unwrap(await api.GET("/api/v1/jobs", { params: { query: { awaiting_approval: true, sort: "created_at", limit: 50 } } })),
-    refetchInterval: refetchMs,
+    refetchInterval: pollEvery(refetchMs),
   });
 }
 

@@ -1,5 +1,6 @@
 import { useQuery } from "@tanstack/react-query";
 import { api, unwrap } from "../api/client";
+import { pollEvery } from "./polling";
 
 export function useAlgorithms() {
   return useQuery({
@@ -20,7 +21,7 @@ export function useWorkers(refetchMs = 5000) {
   return useQuery({
     queryKey: ["workers"],
     queryFn: async () => unwrap(await api.GET("/api/v1/workers", { params: { query: { limit: 200 } } })),
-    refetchInterval: refetchMs,
+    refetchInterval: pollEvery(refetchMs),
   });
 }
 

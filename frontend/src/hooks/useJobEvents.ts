@@ -1,14 +1,19 @@
 import { useQueryClient } from "@tanstack/react-query";
-import { useEffect } from "react";
+import { useEffect, useState } from "react";
 import { getToken } from "../api/client";
-import { followEvents } from "./sse";
+import { followEvents, type StreamStatus } from "./sse";
 
-/** Keeps a job's queries fresh from its event stream: status changes, approvals and new metric points. */
-export function useJobEvents(jobId: string, live: boolean): void {
+/**
+ * Keeps a job's queries fresh from its event stream: status changes, approvals and new metric points.
+ * Returns where the stream stands (null while not following), for a live/reconnecting indicator.
+ */
+export function useJobEvents(jobId: string, live: boolean): StreamStatus | null {
   const queryClient = useQueryClient();
+  const [status, setStatus] = useState<StreamStatus | null>(null);
   useEffect(() => {
     if (!live) return;
     const abort = new AbortController();
+    let current = true;
     let pending: ReturnType<typeof setTimeout> | null = null;
     const refreshMetrics = () => {
       if (pending) return;
@@ -17,15 +22,21 @@ export function useJobEvents(jobId: string, live: boolean): void {
         void queryClient.invalidateQueries({ queryKey: ["metrics", jobId] });
       }, 750);
     };
+    const refreshJob = () => {
+      void queryClient.invalidateQueries({ queryKey: ["job", jobId] });
+      void queryClient.invalidateQueries({ queryKey: ["transitions", jobId] });
+    };
     void followEvents({
       url: `/api/v1/jobs/${jobId}/events`,
-      token: getToken(),
+      // read again for each reconnection: a new sign-in must not keep an old token
+      token: getToken,
       signal: abort.signal,
+      // a stopped follower's last words must not overwrite the next one's
+      onStatus: (s) => current && setStatus(s),
       onEvent: (ev) => {
         if (ev.event === "metrics") refreshMetrics();
         else {
-          void queryClient.invalidateQueries({ queryKey: ["job", jobId] });
-          void queryClient.invalidateQueries({ queryKey: ["transitions", jobId] });
+          refreshJob();
           if (ev.event === "checkpoint") void queryClient.invalidateQueries({ queryKey: ["checkpoints", jobId] });
           // a party answered: the job's approvals, and the waiting lists, changed
           if (ev.event === "approval") void queryClient.invalidateQueries({ queryKey: ["jobs"] });
@@ -33,8 +44,10 @@ export function useJobEvents(jobId: string, live: boolean): void {
       },
     });
     return () => {
+      current = false;
       abort.abort();
       if (pending) clearTimeout(pending);
     };
   }, [jobId, live, queryClient]);
+  return live ? status : null;
 }

@@ -3,9 +3,11 @@ import { useCallback, useState } from "react";
 import { useParams } from "react-router-dom";
 import { api, errorText, unwrap, type JobPublic } from "../api/client";
 import { JobApprovals } from "../components/JobApprovals";
+import { LiveIndicator } from "../components/LiveIndicator";
 import { LogViewer } from "../components/LogViewer";
 import { MetricCharts } from "../components/MetricCharts";
 import { StatusChip } from "../components/StatusChip";
+import { pollEvery } from "../hooks/polling";
 import { formatBytes, formatTime, TERMINAL } from "../hooks/queries";
 import { useJobEvents } from "../hooks/useJobEvents";
 
@@ -15,10 +17,10 @@ export function JobDetailPage() {
   const job = useQuery({
     queryKey: ["job", jobId],
     queryFn: async () => unwrap(await api.GET("/api/v1/jobs/{job_id}", { params: { path: { job_id: jobId } } })),
-    refetchInterval: (q) => (q.state.data && TERMINAL.has(q.state.data.status) ? false : 5000),
+    refetchInterval: (q) => pollEvery(q.state.data && TERMINAL.has(q.state.data.status) ? false : 5000)(q),
   });
   const live = Boolean(job.data && !TERMINAL.has(job.data.status));
-  useJobEvents(jobId, live);
+  const liveStatus = useJobEvents(jobId, live);
 
   const metrics = useQuery({
     queryKey: ["metrics", jobId],
@@ -60,7 +62,7 @@ export function JobDetailPage() {
     [job.data],
   );
 
-  if (job.error) return <p className="banner bad">{errorText(job.error)}</p>;
+  if (job.error && !job.data) return <p className="banner bad">{errorText(job.error)}</p>;
   if (!job.data) return <p>Loading…</p>;
   const j = job.data;
   const attempt = j.attempts[j.attempts.length - 1];
@@ -75,6 +77,7 @@ export function JobDetailPage() {
           {j.name} <StatusChip status={j.status} reason={j.status === "pending" ? j.status_reason : null} />
         </h2>
         <div className="row">
+          <LiveIndicator status={liveStatus} />
           {!TERMINAL.has(j.status) && j.status !== "cancelling" && (
             <button className="danger" onClick={() => cancel.mutate()} disabled={cancel.isPending}>
               Cancel
@@ -100,6 +103,8 @@ export function JobDetailPage() {
           )}
         </div>
       </div>
+      {/* a failed refresh keeps what was shown, marked as possibly out of date */}
+      {job.error && <p className="banner bad">Could not refresh this job: {errorText(job.error)}</p>}
       {(cancel.error || retry.error) && <p className="banner bad">{errorText(cancel.error ?? retry.error)}</p>}
       <p className="muted">
         <span className="mono">{j.algorithm}</span> · created {formatTime(j.created_at)} by {j.creator}

@@ -3,6 +3,7 @@ import { Link, useSearchParams } from "react-router-dom";
 import { api, errorText, unwrap } from "../api/client";
 import { AwaitingApprovals } from "../components/AwaitingApprovals";
 import { StatusChip } from "../components/StatusChip";
+import { pollEvery } from "../hooks/polling";
 import { formatTime, JOB_STATUSES, useAlgorithms, useParties } from "../hooks/queries";
 
 const PAGE = 20;
@@ -34,7 +35,7 @@ export function JobsPage() {
           },
         }),
       ),
-    refetchInterval: 3000,
+    refetchInterval: pollEvery(3000),
     placeholderData: keepPreviousData,
   });
 
