@@ -25,6 +25,8 @@ class Deployment:
     database_url: str
     broker_url: str
     api: subprocess.Popen[bytes] | None = None
+    replicas: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
+    """More ``tessera api`` processes on the same database, by port (``start_replica``)."""
     workers: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     tokens: dict[str, str] = field(default_factory=dict)
 
@@ -40,26 +42,37 @@ class Deployment:
             "PYTHONPATH": str(root),
         }
 
-    def start_api(self) -> None:
+    def _start_api(self, port: int, log_name: str) -> subprocess.Popen[bytes]:
         env = self._env() | {
             "TESSERA_DATABASE_URL": self.database_url,
             "TESSERA_BROKER_URL": self.broker_url,
             "TESSERA_ADMIN_TOKEN": ADMIN_TOKEN,
         }
-        argv = [sys.executable, "-m", "tessera_api.cli", "api", "--port", str(self.port)]
-        with (self.home / "api.out").open("ab") as log:
-            self.api = subprocess.Popen(argv, env=env, stdout=log, stderr=log)
+        argv = [sys.executable, "-m", "tessera_api.cli", "api", "--port", str(port)]
+        with (self.home / log_name).open("ab") as log:
+            return subprocess.Popen(argv, env=env, stdout=log, stderr=log)
 
-    def wait_serving(self, timeout_s: float = 60) -> float:
-        """Seconds until the API answers its health route."""
+    def start_api(self) -> None:
+        """The replica at ``port``, the one the workers and ``call`` talk to."""
+        self.api = self._start_api(self.port, "api.out")
+
+    def start_replica(self, port: int) -> subprocess.Popen[bytes]:
+        self.replicas[port] = self._start_api(port, f"api-{port}.out")
+        return self.replicas[port]
+
+    def wait_serving(self, timeout_s: float = 60, port: int | None = None) -> float:
+        """Seconds until the replica at ``port`` (default: the main one) answers."""
+        port = port or self.port
+        proc = self.api if port == self.port else self.replicas[port]
         started = time.monotonic()
         while True:
             try:
-                if httpx.get(f"{self.url}/api/v1/health", timeout=1).status_code == 200:
+                url = f"http://127.0.0.1:{port}/api/v1/health"
+                if httpx.get(url, timeout=1).status_code == 200:
                     return time.monotonic() - started
             except httpx.HTTPError:
                 pass
-            assert self.api is not None and self.api.poll() is None, self.log("api.out")
+            assert proc is not None and proc.poll() is None, self.log("api.out")
             assert time.monotonic() - started < timeout_s, "the API did not come up"
             time.sleep(0.1)
 
@@ -133,7 +146,7 @@ class Deployment:
         return str(self.call("POST", "/jobs", body)["id"])
 
     def stop(self) -> None:
-        procs = [*self.workers.values(), *([self.api] if self.api else [])]
+        procs = [*self.workers.values(), *self.replicas.values(), *([self.api] if self.api else [])]
         for proc in procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
