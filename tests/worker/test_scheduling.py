@@ -298,3 +298,22 @@ def test_only_the_replica_holding_the_lease_schedules_and_another_takes_over(
     assert second.hearing_since >= before  # workers get their time to be heard by the new one
     first.tick()
     assert not first.leading
+
+
+def test_a_scheduler_that_takes_over_sends_again_what_its_predecessor_may_not_have(
+    plane: Plane,
+) -> None:
+    plane.register("alice", "a1")
+    plane.register("bob", "b1")
+    job_id = plane.create_job("alice", "bob")  # placed and sent; then the sender died
+    tasks = {t["id"] for t in plane.job(job_id)["attempts"][-1]["tasks"]}
+    factory = plane.client.app.state.session_factory  # type: ignore[attr-defined]
+    sent = Recorder()
+    successor = Scheduler(
+        factory, sent, offline_after_s=30, interval_s=3600, lease=Lease(factory, holder="next")
+    )
+
+    successor.tick()
+    assert {s["task_id"] for s in sent.sent} == tasks
+    successor.tick()  # once, at the takeover
+    assert len(sent.sent) == 2

@@ -10,7 +10,7 @@ import socket
 import threading
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import httpx
@@ -59,11 +59,24 @@ class Runtime:
     rendezvous_poll_s: float = 0.5
     peer_loss_delay_s: float = 3.0
     report_patience_s: float = 900.0
+    _claimed: set[str] = field(default_factory=set)
+    _claiming: threading.Lock = field(default_factory=threading.Lock)
 
     def execute(self, task_id: str) -> str:
         """Run one task to its end; returns the status reported (or ``skipped``)."""
-        if task_id in self.agent.running():
-            return "skipped"
+        with self._claiming:
+            # a message sent twice (a scheduler that took over sends again what its
+            # predecessor may not have sent) runs the task once
+            if task_id in self._claimed or task_id in self.agent.running():
+                return "skipped"
+            self._claimed.add(task_id)
+        try:
+            return self._execute(task_id)
+        finally:
+            with self._claiming:
+                self._claimed.discard(task_id)
+
+    def _execute(self, task_id: str) -> str:
         try:
             launch = TaskLaunch.model_validate(self.api.task(task_id))
         except ApiError as exc:

@@ -86,6 +86,9 @@ class Scheduler:
         self._unsent: list[Outgoing] = []
         self._lease = lease
         self.leading = lease is None
+        self._resend_assigned = False
+        """Send again the messages of tasks still ``assigned``: whoever scheduled before may
+        have died between committing them and sending (workers run a task once)."""
         """Whether this scheduler acts: always without a lease, else while it holds it."""
 
     # -- Dispatcher ------------------------------------------------------------------------
@@ -106,6 +109,7 @@ class Scheduler:
     # -- the loop --------------------------------------------------------------------------
     def start(self) -> None:
         self.hearing_since = _utcnow()
+        self._resend_assigned = True
         self._hold_lease()
         self._thread = threading.Thread(target=self._loop, name="scheduler", daemon=True)
         self._thread.start()
@@ -137,12 +141,16 @@ class Scheduler:
             return
         with self._lock, self._sessions() as session:
             outgoing: list[Outgoing] = []
+            if self._resend_assigned:
+                outgoing += self._assigned(session)
+                self._resend_assigned = False
             for job in queued_jobs(session):
                 outgoing += self._try_place(session, job)
             self._blame_lost_peers(session)
             self._fail_lost_tasks(session)
             session.commit()
-            outgoing, self._unsent = self._unsent + outgoing, []
+            unique = {o.task_id: o for o in self._unsent + outgoing}
+            outgoing, self._unsent = list(unique.values()), []
         self._send(outgoing)
 
     # -- internals -------------------------------------------------------------------------
@@ -158,6 +166,7 @@ class Scheduler:
             if held and not self.leading:
                 # workers were heard by whoever scheduled before: give them time to be heard here
                 self.hearing_since = _utcnow()
+                self._resend_assigned = True
                 log.info("this replica (%s) is the scheduler now", self._lease.holder)
             elif self.leading and not held:
                 log.warning("this replica (%s) lost the scheduler lease", self._lease.holder)
@@ -194,6 +203,14 @@ class Scheduler:
     def _live_tasks(self, session: Session) -> list[Task]:
         live = [s.value for s in TaskStatus if s not in TASK_TERMINAL]
         return list(session.scalars(select(Task).where(Task.status.in_(live))).all())
+
+    def _assigned(self, session: Session) -> list[Outgoing]:
+        rows = session.execute(
+            select(Task, Attempt.job_id, Attempt.number)
+            .join(Attempt, Task.attempt_id == Attempt.id)
+            .where(Task.status == TaskStatus.assigned.value)
+        ).all()
+        return [Outgoing(t.party.name, t.worker_id, job_id, n, t.id) for t, job_id, n in rows]
 
     def _try_place(self, session: Session, job: Job) -> list[Outgoing]:
         attempt = current_attempt(job)
