@@ -159,3 +159,30 @@ def test_what_a_rank_could_not_deliver_is_spooled_and_delivered_by_its_worker(
     assert ingest.steps() == list(range(1, 1001))
     assert any(path.endswith("/checkpoints") for path, _ in ingest.posts)
     assert any(path.endswith("/logs") for path, _ in ingest.posts)
+
+
+def test_values_the_control_plane_refuses_are_left_out_and_said(ingest: Ingest) -> None:
+    ingest.up()
+    reporter = _reporter(ingest)
+    reporter.metrics(1, {"loss": 0.5, "acc": 0.1})
+    reporter.metrics(2, {"loss": float("nan"), "acc": 0.2})
+    reporter.metrics(3, {"loss": float("inf"), "acc": 0.3})
+    reporter.log("a\x00b")
+    assert reporter.close()
+
+    points = [
+        (p["step"], p["name"])
+        for path, body in ingest.posts
+        if path.endswith("/metrics")
+        for p in body["points"]
+    ]
+    assert sorted(points) == [(1, "acc"), (1, "loss"), (2, "acc"), (3, "acc")]
+    lines = [
+        (line["level"], line["message"])
+        for path, body in ingest.posts
+        if path.endswith("/logs")
+        for line in body["lines"]
+    ]
+    assert lines[0][0] == "warning" and "step 2: loss=nan is not a finite number" in lines[0][1]
+    assert len([m for level, m in lines if level == "warning"]) == 1  # said once per metric
+    assert ("info", "a\ufffdb") in lines

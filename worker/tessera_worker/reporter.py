@@ -10,6 +10,7 @@ later (``deliver_spool``), so a control-plane outage at the end of a job loses n
 from __future__ import annotations
 
 import json
+import math
 import sys
 import threading
 import time
@@ -54,6 +55,7 @@ class HttpReporter:
         self._lines: deque[dict[str, Any]] = deque(maxlen=max_buffer)
         self._checkpoints: deque[dict[str, Any]] = deque()
         self.dropped = 0
+        self._not_finite: dict[str, int] = {}
         self.failures = 0
         self._interval = flush_interval_s
         self._max_backoff = max_backoff_s
@@ -69,12 +71,25 @@ class HttpReporter:
     # -- the Reporter protocol -------------------------------------------------------------
     def metrics(self, step: int, values: Mapping[str, float]) -> None:
         at = _now()
+        diverged: list[str] = []
         with self._lock:
             for name, value in values.items():
+                if not math.isfinite(value):  # the control plane stores numbers only
+                    if name not in self._not_finite:
+                        diverged.append(f"{name}={float(value)}")
+                    self._not_finite[name] = self._not_finite.get(name, 0) + 1
+                    continue
                 point = {"rank": self.rank, "name": name, "step": step, "value": float(value)}
                 self._append(self._points, point | {"time": at})
+        if diverged:
+            self.log(
+                f"step {step}: {', '.join(diverged)} is not a finite number; such values of "
+                "these metrics are left out of the charts",
+                level="warning",
+            )
 
     def log(self, message: str, *, level: str = "info") -> None:
+        message = message.replace("\x00", "\ufffd")  # NUL is refused in stored text
         line = {"rank": self.rank, "level": level, "message": message, "time": _now()}
         with self._lock:
             self._append(self._lines, line)
