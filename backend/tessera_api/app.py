@@ -12,8 +12,14 @@ from fastapi.routing import APIRoute
 from tessera_api import __version__
 from tessera_api.certificates import CertificateService
 from tessera_api.db import make_engine, make_session_factory
+from tessera_api.deps import authenticate, get_caller, require_admin, require_party
 from tessera_api.dispatch import Dispatcher, QueueDispatcher
-from tessera_api.errors import install_error_handlers
+from tessera_api.errors import (
+    DependencyProblems,
+    complete_openapi,
+    declare_problems,
+    install_error_handlers,
+)
 from tessera_api.event_hub import EventHub
 from tessera_api.frontend import mount_dashboard
 from tessera_api.limits import BodySizeLimit
@@ -24,6 +30,14 @@ from tessera_ml.spec import AlgorithmSpec
 
 API_PREFIX = "/api/v1"
 
+DEPENDENCY_PROBLEMS: DependencyProblems = {
+    authenticate: (401, 403),  # no or a bad token; a disabled party
+    get_caller: (403,),  # a task credential outside the reporting routes
+    require_admin: (403,),
+    require_party: (403,),
+}
+"""What the request dependencies answer, declared on every route that uses them."""
+
 
 def operation_id(route: APIRoute) -> str:
     return f"{route.tags[0]}-{route.name}" if route.tags else route.name
@@ -32,6 +46,7 @@ def operation_id(route: APIRoute) -> str:
 def api_router() -> APIRouter:
     router = APIRouter(prefix=API_PREFIX)
     for module in (meta, algorithms, parties, workers, jobs, tasks, telemetry, events):
+        declare_problems(module.router, DEPENDENCY_PROBLEMS)
         router.include_router(module.router)
     return router
 
@@ -80,5 +95,6 @@ def create_app(
     install_error_handlers(app)
     app.add_middleware(BodySizeLimit)
     app.include_router(api_router())
+    complete_openapi(app)
     mount_dashboard(app, settings.frontend_dist)
     return app

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from http import HTTPStatus
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.dependencies.models import Dependant
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute, iter_route_contexts
 from pydantic import BaseModel
 from sqlalchemy.exc import DataError, IntegrityError
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -55,16 +57,91 @@ class ApiError(Exception):
 
 
 def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """OpenAPI ``responses`` declaring that a route answers these statuses with a problem."""
+    """OpenAPI ``responses`` declaring that a route answers these statuses with a problem.
+
+    A route declares what its own handler raises (``responses=problem_responses(404, 409)``);
+    what its dependencies raise and what its parameters and body can fail with are added by
+    ``declare_problems``.
+    """
     schema = {"$ref": "#/components/schemas/Problem"}
     return {
         status: {
-            "model": Problem,
             "description": HTTPStatus(status).phrase,
             "content": {PROBLEM_MEDIA_TYPE: {"schema": schema}},
         }
         for status in statuses
     }
+
+
+def _dependencies(dependant: Dependant) -> Iterator[Dependant]:
+    for sub in dependant.dependencies:
+        yield sub
+        yield from _dependencies(sub)
+
+
+DependencyProblems = Mapping[Callable[..., Any], Sequence[int]]
+"""The problem statuses each dependency answers (``authenticate``: 401, 403)."""
+
+
+def route_problems(route: APIRoute, dependencies: DependencyProblems) -> set[int]:
+    """The problem statuses a route can answer besides those its handler declares: those of the
+    dependencies it uses; 422 when a parameter or the body can fail validation; 400 (a body that
+    is not JSON) and 413 (a body over the size limit) when it takes a body."""
+    found: set[int] = set()
+    parts = [route.dependant, *_dependencies(route.dependant)]
+    for part in parts:
+        if part.call is not None:
+            found.update(dependencies.get(part.call, ()))
+        if part.path_params or part.query_params or part.header_params or part.cookie_params:
+            found.add(422)
+    if route.body_field is not None:
+        found.update((400, 413, 422))
+    return found
+
+
+def declare_problems(router: APIRouter, dependencies: DependencyProblems) -> None:
+    """Declare on each route of ``router`` the problem documents it can answer (before the
+    router is included anywhere)."""
+    for route in router.routes:
+        if isinstance(route, APIRoute):
+            declared = problem_responses(*sorted(route_problems(route, dependencies)))
+            merged = {**declared, **route.responses}
+            route.responses = dict(sorted(merged.items(), key=lambda item: str(item[0])))
+
+
+def complete_openapi(app: FastAPI) -> None:
+    """Finish the app's OpenAPI document: the ``Problem`` schema the routes refer to, and
+    parameters that are optional by being left out, not by a ``null`` no query string or header
+    can carry."""
+    generate = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        document = generate()
+        schemas = document.setdefault("components", {}).setdefault("schemas", {})
+        problem = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas.update(problem.pop("$defs", {}))
+        schemas["Problem"] = problem
+        for item in document.get("paths", {}).values():
+            for operation in item.values():
+                for parameter in operation.get("parameters", []):
+                    parameter["schema"] = _without_null(parameter.get("schema", {}))
+        return document
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _without_null(schema: dict[str, Any]) -> dict[str, Any]:
+    """``{"anyOf": [X, {"type": "null"}], …}`` as ``X`` with the rest of ``…``."""
+    options = schema.get("anyOf")
+    if not isinstance(options, list):
+        return schema
+    kept = [o for o in options if o != {"type": "null"}]
+    if len(kept) != 1 or len(kept) == len(options):
+        return schema
+    rest = {k: v for k, v in schema.items() if k != "anyOf"}
+    return {**kept[0], **rest}
 
 
 def not_found(what: str, key: str) -> ApiError:
@@ -149,8 +226,17 @@ def install_error_handlers(app: FastAPI) -> None:
     async def _http(request: Request, exc: StarletteHTTPException) -> Response:
         if exc.status_code == 404 and (page := dashboard_file(request)) is not None:
             return page
+        if exc.status_code == 400 and isinstance(exc.__cause__, RecursionError):
+            # the JSON parser gave up on a body nested deeper than its stack: no field in it can
+            # be within the bound on nesting
+            detail = "the request body is nested too deeply to be read"
+            errors = [FieldError(loc=["body"], msg=detail)]
+            return problem_response(422, "validation_error", detail, errors)
+        headers = exc.headers
+        if exc.status_code == 405:
+            headers = {**(headers or {}), "Allow": _allowed_methods(request)}
         code = _HTTP_CODES.get(exc.status_code, "http_error")
-        return problem_response(exc.status_code, code, str(exc.detail), None, exc.headers)
+        return problem_response(exc.status_code, code, str(exc.detail), None, headers)
 
     @app.exception_handler(IntegrityError)
     async def _integrity(_: Request, exc: IntegrityError) -> JSONResponse:
@@ -164,3 +250,17 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(DataError)
     async def _data(_: Request, exc: DataError) -> JSONResponse:
         return problem_response(422, "invalid_data", "a value cannot be stored")
+
+
+def _allowed_methods(request: Request) -> str:
+    """Every method of every route at the request's path (the router names only the first)."""
+    path = request.scope["path"]
+    root = request.scope.get("root_path", "")
+    if root and path.startswith(root):
+        path = path[len(root) :]
+    methods: set[str] = set()
+    for route in iter_route_contexts(request.app.routes):
+        regex = getattr(route, "path_regex", None)
+        if route.methods and regex is not None and regex.match(path):
+            methods |= route.methods
+    return ", ".join(sorted(methods))

@@ -2,24 +2,103 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Annotated, Any, Generic, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from tessera_ml.spec import Assignment
+from tessera_api.limits import (
+    MAX_CONFIG_BYTES,
+    MAX_JOB_OPTIONS_BYTES,
+    MAX_JSON_DEPTH,
+    MAX_OPTIONS_BYTES,
+    NAME_PATTERN,
+    TEXT_PATTERN,
+    JsonProblem,
+    check_json,
+    control_character,
+    json_size,
+)
+from tessera_ml.spec import Assignment, StrictModel, integral_numbers
+
+
+def _name(value: str) -> str:
+    if (reason := control_character(value)) is not None:
+        raise PydanticCustomError("control_character", reason)
+    return value
+
+
+def _text(value: str) -> str:
+    if (reason := control_character(value, nul_only=True)) is not None:
+        raise PydanticCustomError("control_character", reason)
+    return value
+
+
+NameCheck = AfterValidator(_name)
+"""Refuses control characters in a name, with the reason (the pattern documents it)."""
+TextCheck = AfterValidator(_text)
+AS_NAME: dict[str, Any] = {"pattern": NAME_PATTERN}
+AS_TEXT: dict[str, Any] = {"pattern": TEXT_PATTERN}
+
+
+def _json_problem(problem: JsonProblem, value: Any) -> ValidationError:
+    error = PydanticCustomError(problem.kind, problem.reason.replace("{", "{{").replace("}", "}}"))
+    return ValidationError.from_exception_data(
+        "json", [InitErrorDetails(type=error, loc=problem.loc, input=value)]
+    )
+
+
+def _bounded_json(max_bytes: int) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    def check(value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            check_json(value, max_bytes=max_bytes)
+        except JsonProblem as problem:
+            raise _json_problem(problem, value) from None
+        return value
+
+    return check
+
 
 MAX_INT = 2**53
+"""The largest integer a client in JavaScript reads exactly."""
 Slug = Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,62}$", description="Lower-case slug")]
 Step = Annotated[int, Field(ge=0, le=MAX_INT)]
 Rank = Annotated[int, Field(ge=0, le=65535)]
-Id = Annotated[str, Field(max_length=64)]
+Id = Annotated[str, Field(max_length=64, json_schema_extra=AS_NAME), NameCheck]
 MetricName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.:/-]{1,128}$")]
-Text200 = Annotated[str, Field(min_length=1, max_length=200)]
+Text200 = Annotated[str, Field(min_length=1, max_length=200, json_schema_extra=AS_NAME), NameCheck]
+"""A human-readable name: no control characters."""
+Name63 = Annotated[str, Field(max_length=63, json_schema_extra=AS_NAME), NameCheck]
+Name200 = Annotated[str, Field(max_length=200, json_schema_extra=AS_NAME), NameCheck]
+Host = Annotated[str, Field(min_length=1, max_length=255, json_schema_extra=AS_NAME), NameCheck]
+Address = Annotated[str, Field(max_length=255, json_schema_extra=AS_NAME), NameCheck]
+Version64 = Annotated[str, Field(max_length=64, json_schema_extra=AS_NAME), NameCheck]
+Text2000 = Annotated[str, Field(max_length=2000, json_schema_extra=AS_TEXT), TextCheck]
+"""Free text: anything but NUL."""
+Text4000 = Annotated[str, Field(max_length=4000, json_schema_extra=AS_TEXT), TextCheck]
+ConfigJson = Annotated[
+    dict[str, Any],
+    Field(
+        description=f"The algorithm's configuration; at most {MAX_CONFIG_BYTES} bytes as JSON, "
+        f"nested at most {MAX_JSON_DEPTH} levels, finite numbers only"
+    ),
+    AfterValidator(_bounded_json(MAX_CONFIG_BYTES)),
+]
+OptionsJson = Annotated[
+    dict[str, Any],
+    Field(
+        description=f"Algorithm-specific per-assignment options; at most {MAX_OPTIONS_BYTES} "
+        f"bytes as JSON, nested at most {MAX_JSON_DEPTH} levels, finite numbers only"
+    ),
+    AfterValidator(_bounded_json(MAX_OPTIONS_BYTES)),
+]
 
 
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+class Strict(StrictModel):
+    """A request body: no unknown keys, finite numbers, and no coercion (``"100"`` is not a
+    number, ``1`` is not a boolean; ``100.0`` is an integer, as in JSON Schema)."""
 
 
 T = TypeVar("T")
@@ -53,14 +132,16 @@ class AlgorithmPublic(BaseModel):
 
 
 class PartyCreate(Strict):
-    name: Slug
+    name: Annotated[Slug, Field(json_schema_extra={"not": {"const": "admin"}})] = Field(
+        description="Lower-case slug; not `admin`, which names the admin in policies"
+    )
     display_name: Text200 | None = None
-    description: Annotated[str, Field(max_length=2000)] = ""
+    description: Text2000 = ""
 
 
 class PartyUpdate(Strict):
     display_name: Text200 | None = None
-    description: Annotated[str | None, Field(max_length=2000)] = None
+    description: Text2000 | None = None
     disabled: bool | None = None
 
 
@@ -84,7 +165,7 @@ class PartyPolicy(Strict):
         max_length=1000,
         description="Parties (or `admin`) whose jobs this party approves without being asked",
     )
-    algorithms: list[Annotated[str, Field(max_length=63)]] | None = Field(
+    algorithms: list[Name63] | None = Field(
         max_length=1000,
         description="Algorithms this party's workers run; null: every algorithm shipped",
     )
@@ -98,22 +179,24 @@ class PartyPolicy(Strict):
 
 
 class Accelerator(Strict):
-    name: Annotated[str, Field(max_length=200)]
-    total_memory: Annotated[int, Field(ge=0, le=2**62)]
-    free_memory: Annotated[int, Field(ge=0, le=2**62)]
+    name: Name200
+    total_memory: Annotated[int, Field(ge=0, le=MAX_INT)]
+    free_memory: Annotated[int, Field(ge=0, le=MAX_INT)]
 
 
 class WorkerRegister(Strict):
-    hostname: Annotated[str, Field(min_length=1, max_length=255)]
-    address: Annotated[str, Field(max_length=255)] = ""
+    hostname: Host
+    address: Address = ""
     cpu_count: Annotated[int, Field(ge=1, le=1_000_000)]
-    memory_bytes: Annotated[int, Field(ge=0, le=2**62)]
-    torch_version: Annotated[str, Field(max_length=64)] = ""
+    memory_bytes: Annotated[int, Field(ge=0, le=MAX_INT)]
+    torch_version: Version64 = ""
     accelerators: list[Accelerator] = Field(default_factory=list, max_length=64)
-    csr: Annotated[str, Field(max_length=10_000)] | None = Field(
-        default=None,
-        description="A PEM certificate request for the worker's own key; the reply carries "
-        "the certificate naming the worker's party",
+    csr: Annotated[str, Field(max_length=10_000, json_schema_extra=AS_TEXT), TextCheck] | None = (
+        Field(
+            default=None,
+            description="A PEM certificate request for the worker's own key; the reply carries "
+            "the certificate naming the worker's party",
+        )
     )
 
 
@@ -165,15 +248,46 @@ class HeartbeatReply(BaseModel):
 class AssignmentIn(Assignment):
     """One party playing one role; options as in the algorithm's role table."""
 
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+
+    party: Name63 = Field(description="Slug name of the party")
+    role: Name63 = Field(description="Role name from the algorithm's role table")
+    dataset: Annotated[str, Field(max_length=1024, json_schema_extra=AS_NAME), NameCheck] | None = (
+        Field(
+            default=None,
+            description="Party-local dataset reference, resolved on the party's worker",
+        )
+    )
+    capacity: list[float] | None = Field(
+        default=None,
+        max_length=64,
+        description="Relative capacity hint per process (e.g. free memory share)",
+    )
+    options: OptionsJson = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _integral_numbers(cls, data: Any) -> Any:
+        return integral_numbers(data)
 
 
 class JobCreate(Strict):
     name: Text200
-    algorithm: Annotated[str, Field(max_length=63)]
-    config: dict[str, Any] = Field(default_factory=dict)
+    algorithm: Name63
+    config: ConfigJson = Field(default_factory=dict)
     assignments: list[AssignmentIn] = Field(min_length=1, max_length=256)
     priority: Annotated[int, Field(ge=-1000, le=1000)] = 0
+
+    @model_validator(mode="after")
+    def _options_in_all(self) -> JobCreate:
+        total = sum(json_size(a.options) for a in self.assignments)
+        if total > MAX_JOB_OPTIONS_BYTES:
+            reason = (
+                f"the options of all assignments are {total} bytes as JSON, over the limit of "
+                f"{MAX_JOB_OPTIONS_BYTES}"
+            )
+            raise _json_problem(JsonProblem("json_too_large", reason, ("assignments",)), None)
+        return self
 
 
 class AssignmentPublic(BaseModel):
@@ -223,7 +337,7 @@ class AttemptPublic(BaseModel):
 
 
 class ApprovalIn(Strict):
-    reason: Annotated[str, Field(max_length=2000)] = ""
+    reason: Text2000 = ""
 
 
 class ApprovalPublic(BaseModel):
@@ -278,7 +392,7 @@ class TransitionPublic(BaseModel):
 
 
 class RendezvousIn(Strict):
-    host: Annotated[str, Field(min_length=1, max_length=255)]
+    host: Host
     port: Annotated[int, Field(ge=1, le=65535)]
 
 
@@ -291,10 +405,12 @@ class Rendezvous(BaseModel):
 
 
 class TaskCredentialsIn(Strict):
-    csr: Annotated[str, Field(min_length=1, max_length=10_000)] = Field(
-        description="A PEM certificate request for a key made for this task alone"
-    )
-    signature: Annotated[str, Field(min_length=1, max_length=1_000)] = Field(
+    csr: Annotated[
+        str, Field(min_length=1, max_length=10_000, json_schema_extra=AS_TEXT), TextCheck
+    ] = Field(description="A PEM certificate request for a key made for this task alone")
+    signature: Annotated[
+        str, Field(min_length=1, max_length=1_000, json_schema_extra=AS_TEXT), TextCheck
+    ] = Field(
         description="Base64 ECDSA signature, with the worker's own key, over the request's "
         "bytes, a newline and the task id"
     )
@@ -312,7 +428,7 @@ class TaskCredentials(BaseModel):
 
 class TaskStatusIn(Strict):
     status: Literal["starting", "running", "succeeded", "failed", "cancelled"]
-    reason: Annotated[str, Field(max_length=4000)] | None = None
+    reason: Text4000 | None = None
     exit_code: Annotated[int, Field(ge=-(2**31), le=2**31 - 1)] | None = None
     rank: Rank | None = None
     lost_peer: bool = Field(
@@ -347,7 +463,7 @@ class MetricPointIn(Strict):
     name: MetricName
     step: Step
     value: float
-    time: datetime | None = None
+    time: datetime | None = Field(default=None, strict=False)
 
 
 class MetricBatch(Strict):
@@ -380,8 +496,8 @@ class MetricsPublic(BaseModel):
 class LogLineIn(Strict):
     rank: Rank
     level: Literal["debug", "info", "warning", "error", "critical"] = "info"
-    message: Annotated[str, Field(max_length=16_000)]
-    time: datetime | None = None
+    message: Annotated[str, Field(max_length=16_000, json_schema_extra=AS_TEXT), TextCheck]
+    time: datetime | None = Field(default=None, strict=False)
 
 
 class LogBatch(Strict):
@@ -407,8 +523,8 @@ class CheckpointIn(Strict):
     task_id: Id
     rank: Rank
     step: Step
-    uri: Annotated[str, Field(min_length=1, max_length=2048)]
-    size: Annotated[int, Field(ge=0, le=2**62)]
+    uri: Annotated[str, Field(min_length=1, max_length=2048, json_schema_extra=AS_NAME), NameCheck]
+    size: Annotated[int, Field(ge=0, le=MAX_INT)]
     sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
 
 

@@ -12,9 +12,43 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 SLUG = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
+
+
+def integral_numbers(data: Any) -> Any:
+    """An object's fields with each number that has no fractional part (``100.0``) as an int.
+
+    JSON Schema's ``integer`` is any number without a fractional part, so ``100.0`` is a valid
+    ``steps``; strict validation would refuse it as a float. Nested objects are left to their
+    own model; lists of numbers are converted too.
+    """
+    if not isinstance(data, dict):
+        return data
+    return {key: _integral(value) for key, value in data.items()}
+
+
+def _integral(value: Any) -> Any:
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, list):
+        return [int(v) if isinstance(v, float) and v.is_integer() else v for v in value]
+    return value
+
+
+class StrictModel(BaseModel):
+    """Values as JSON types them, with no coercion: a number field takes a JSON number (an
+    ``integer`` one without a fractional part, ``100`` or ``100.0``), never ``"100"`` or
+    ``true``; a boolean takes ``true`` or ``false``, never ``1``; numbers are finite; unknown
+    keys are an error, not ignored."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _integral_numbers(cls, data: Any) -> Any:
+        return integral_numbers(data)
 
 
 class ImportsCode:
@@ -114,10 +148,9 @@ class RankSlot(BaseModel):
     options: dict[str, Any] = Field(default_factory=dict)
 
 
-class AlgorithmConfig(BaseModel):
-    """Base of every algorithm's configuration: unknown keys are an error, not ignored."""
-
-    model_config = ConfigDict(extra="forbid")
+class AlgorithmConfig(StrictModel):
+    """Base of every algorithm's configuration: unknown keys are an error, not ignored, and
+    values are not coerced (``StrictModel``; a nested model derives from it too)."""
 
     seed: int = Field(default=0, ge=0, description="Seed for initialisation and data order")
 

@@ -14,8 +14,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from tessera_api.deps import Principal, SessionDep
+from tessera_api.errors import problem_responses
 from tessera_api.event_hub import EventHub
 from tessera_api.models import Event, Job
+from tessera_api.routes.paging import MAX_ROW_ID, Key
 from tessera_api.services import jobs
 from tessera_api.states import JOB_TERMINAL, JobStatus
 
@@ -28,15 +30,20 @@ BATCH = 500
 @router.get(
     "/{job_id}/events",
     response_class=StreamingResponse,
-    responses={200: {"content": {"text/event-stream": {}}, "description": "An SSE stream"}},
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "An SSE stream"},
+        **problem_responses(403, 404),
+    },
 )
 def stream_events(
-    job_id: str,
+    job_id: Key,
     caller: Principal,
     session: SessionDep,
     request: Request,
-    last_event_id: Annotated[int | None, Header(alias="Last-Event-ID", ge=0, le=2**62)] = None,
-    after: Annotated[int | None, Query(ge=0, le=2**62, description="Same as Last-Event-ID")] = None,
+    last_event_id: Annotated[int | None, Header(alias="Last-Event-ID", ge=0, le=MAX_ROW_ID)] = None,
+    after: Annotated[
+        int | None, Query(ge=0, le=MAX_ROW_ID, description="Same as Last-Event-ID")
+    ] = None,
     once: Annotated[bool, Query(description="Send what is stored now, then end")] = False,
     timeout_s: Annotated[float | None, Query(gt=0, le=3600, description="End after")] = None,
 ) -> StreamingResponse:

@@ -11,20 +11,22 @@ from sqlalchemy.exc import IntegrityError
 from tessera_api.deps import DispatcherDep, Principal, SessionDep, SpecsDep
 from tessera_api.errors import problem_responses
 from tessera_api.models import StatusTransition
-from tessera_api.routes.paging import Limit, Offset
+from tessera_api.routes.paging import Key, Limit, Name63Query, Offset
 from tessera_api.schemas import (
+    AS_NAME,
     ApprovalIn,
     JobCreate,
     JobPublic,
     JobRetry,
     JobSummary,
+    NameCheck,
     Page,
     TransitionPublic,
 )
 from tessera_api.services import approvals, jobs, lifecycle
 from tessera_api.services.jobs import JobSort
 from tessera_api.states import JobStatus
-from tessera_api.views import job_public, job_summary
+from tessera_api.views import job_public, job_summaries
 
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
@@ -39,7 +41,14 @@ IdempotencyKey = Annotated[
 ]
 
 
-@router.post("", status_code=201, responses={200: {"description": "Replayed: the existing job"}})
+@router.post(
+    "",
+    status_code=201,
+    responses={
+        200: {"model": JobPublic, "description": "Replayed: the job the Idempotency-Key made"},
+        **problem_responses(403, 409),
+    },
+)
 def create_job(
     job_in: JobCreate,
     caller: Principal,
@@ -77,9 +86,13 @@ def list_jobs(
     caller: Principal,
     session: SessionDep,
     status: JobStatus | None = None,
-    algorithm: Annotated[str | None, Query(max_length=63)] = None,
-    party: Annotated[str | None, Query(max_length=63)] = None,
-    q: Annotated[str | None, Query(max_length=200, description="Part of the job's name")] = None,
+    algorithm: Name63Query = None,
+    party: Name63Query = None,
+    q: Annotated[
+        str | None,
+        Query(max_length=200, description="Part of the job's name", json_schema_extra=AS_NAME),
+        NameCheck,
+    ] = None,
     sort: JobSort = "-created_at",
     awaiting_approval: Annotated[
         bool,
@@ -101,18 +114,18 @@ def list_jobs(
         offset=offset,
         awaiting_approval=awaiting_approval,
     )
-    return Page[JobSummary](data=[job_summary(j) for j in rows], count=total)
+    return Page[JobSummary](data=job_summaries(session, rows), count=total)
 
 
-@router.get("/{job_id}")
-def get_job(job_id: str, caller: Principal, session: SessionDep) -> JobPublic:
+@router.get("/{job_id}", responses=problem_responses(403, 404))
+def get_job(job_id: Key, caller: Principal, session: SessionDep) -> JobPublic:
     """Get a job with its assignments, attempts and per-task status."""
     return job_public(jobs.get_job(session, job_id=job_id, caller=caller))
 
 
-@router.post("/{job_id}/cancel")
+@router.post("/{job_id}/cancel", responses=problem_responses(403, 404, 409))
 def cancel_job(
-    job_id: str, caller: Principal, session: SessionDep, dispatcher: DispatcherDep
+    job_id: Key, caller: Principal, session: SessionDep, dispatcher: DispatcherDep
 ) -> JobPublic:
     """Cancel a job: at once if nothing runs, else after its tasks have stopped."""
     job = jobs.get_job(session, job_id=job_id, caller=caller)
@@ -124,9 +137,9 @@ def cancel_job(
     return job_public(job)
 
 
-@router.post("/{job_id}/retry")
+@router.post("/{job_id}/retry", responses=problem_responses(403, 404, 409, 422))
 def retry_job(
-    job_id: str,
+    job_id: Key,
     caller: Principal,
     session: SessionDep,
     dispatcher: DispatcherDep,
@@ -143,9 +156,9 @@ def retry_job(
     return job_public(job)
 
 
-@router.post("/{job_id}/approve", responses=problem_responses(401, 403, 404, 409))
+@router.post("/{job_id}/approve", responses=problem_responses(403, 404, 409))
 def approve_job(
-    job_id: str,
+    job_id: Key,
     caller: Principal,
     session: SessionDep,
     specs: SpecsDep,
@@ -163,9 +176,9 @@ def approve_job(
     return job_public(job)
 
 
-@router.post("/{job_id}/reject", responses=problem_responses(401, 403, 404, 409))
+@router.post("/{job_id}/reject", responses=problem_responses(403, 404, 409))
 def reject_job(
-    job_id: str,
+    job_id: Key,
     caller: Principal,
     session: SessionDep,
     specs: SpecsDep,
@@ -180,8 +193,8 @@ def reject_job(
     return job_public(job)
 
 
-@router.delete("/{job_id}", status_code=204)
-def delete_job(job_id: str, caller: Principal, session: SessionDep) -> Response:
+@router.delete("/{job_id}", status_code=204, responses=problem_responses(403, 404, 409))
+def delete_job(job_id: Key, caller: Principal, session: SessionDep) -> Response:
     """Delete a finished job with everything it recorded."""
     job = jobs.get_job(session, job_id=job_id, caller=caller)
     jobs.delete_job(session, job=job)
@@ -189,8 +202,8 @@ def delete_job(job_id: str, caller: Principal, session: SessionDep) -> Response:
     return Response(status_code=204)
 
 
-@router.get("/{job_id}/transitions")
-def list_transitions(job_id: str, caller: Principal, session: SessionDep) -> list[TransitionPublic]:
+@router.get("/{job_id}/transitions", responses=problem_responses(403, 404))
+def list_transitions(job_id: Key, caller: Principal, session: SessionDep) -> list[TransitionPublic]:
     """The audit trail of a job's, its attempts' and its tasks' status changes."""
     jobs.get_job(session, job_id=job_id, caller=caller)
     rows = session.scalars(

@@ -6,6 +6,7 @@ from fastapi import APIRouter, Response
 
 from tessera_api.deps import CertificatesDep, PartyCaller, Principal, SessionDep
 from tessera_api.errors import problem_responses
+from tessera_api.routes.paging import Key
 from tessera_api.schemas import (
     LaunchDescription,
     RendezvousIn,
@@ -21,16 +22,16 @@ from tessera_api.views import task_public
 router = APIRouter(prefix="/tasks", tags=["tasks"])
 
 
-@router.get("/{task_id}")
-def get_task(task_id: str, caller: Principal, session: SessionDep) -> LaunchDescription:
+@router.get("/{task_id}", responses=problem_responses(403, 404))
+def get_task(task_id: Key, caller: Principal, session: SessionDep) -> LaunchDescription:
     """Get a task's launch description: plan, hosted ranks, rendezvous, resume point."""
     task = tasks.get_task(session, task_id=task_id, caller=caller)
     return tasks.launch_description(session, task=task)
 
 
-@router.post("/{task_id}/rendezvous", status_code=204)
+@router.post("/{task_id}/rendezvous", status_code=204, responses=problem_responses(403, 404, 409))
 def set_rendezvous(
-    task_id: str, rendezvous: RendezvousIn, caller: PartyCaller, session: SessionDep
+    task_id: Key, rendezvous: RendezvousIn, caller: PartyCaller, session: SessionDep
 ) -> Response:
     """Publish where the attempt's world meets (the task hosting rank 0 only)."""
     task = tasks.get_task(session, task_id=task_id, caller=caller)
@@ -39,9 +40,9 @@ def set_rendezvous(
     return Response(status_code=204)
 
 
-@router.post("/{task_id}/credentials", responses=problem_responses(401, 403, 404, 409, 422))
+@router.post("/{task_id}/credentials", responses=problem_responses(403, 404, 409, 422))
 def issue_credentials(
-    task_id: str,
+    task_id: Key,
     request: TaskCredentialsIn,
     caller: PartyCaller,
     session: SessionDep,
@@ -54,9 +55,9 @@ def issue_credentials(
     return issued
 
 
-@router.post("/{task_id}/status")
+@router.post("/{task_id}/status", responses=problem_responses(403, 404, 409, 422))
 def report_status(
-    task_id: str, status_in: TaskStatusIn, caller: PartyCaller, session: SessionDep
+    task_id: Key, status_in: TaskStatusIn, caller: PartyCaller, session: SessionDep
 ) -> TaskPublic:
     """Report a task's status; a failure fails the attempt and the job."""
     task = tasks.get_task(session, task_id=task_id, caller=caller)

@@ -8,10 +8,11 @@ from fastapi import APIRouter, Query, Response
 from sqlalchemy import select
 
 from tessera_api.deps import Principal, SessionDep, TaskReporter
-from tessera_api.errors import not_found
+from tessera_api.errors import not_found, problem_responses
 from tessera_api.models import Attempt
-from tessera_api.routes.paging import Offset
+from tessera_api.routes.paging import Cursor, Key
 from tessera_api.schemas import (
+    AS_NAME,
     CheckpointIn,
     CheckpointPublic,
     LogBatch,
@@ -20,6 +21,7 @@ from tessera_api.schemas import (
     MetricBatch,
     MetricName,
     MetricsPublic,
+    NameCheck,
     Step,
 )
 from tessera_api.services import jobs, series, telemetry
@@ -28,9 +30,9 @@ from tessera_api.services.tasks import task_of_job
 router = APIRouter(prefix="/jobs/{job_id}", tags=["telemetry"])
 
 
-@router.post("/metrics", status_code=204)
+@router.post("/metrics", status_code=204, responses=problem_responses(403, 404, 422))
 def ingest_metrics(
-    job_id: str, batch: MetricBatch, caller: TaskReporter, session: SessionDep
+    job_id: Key, batch: MetricBatch, caller: TaskReporter, session: SessionDep
 ) -> Response:
     """Store a batch of metric points reported by one task's ranks."""
     task = task_of_job(session, job_id=job_id, task_id=batch.task_id, caller=caller)
@@ -39,9 +41,9 @@ def ingest_metrics(
     return Response(status_code=204)
 
 
-@router.get("/metrics")
+@router.get("/metrics", response_model=MetricsPublic, responses=problem_responses(403, 404))
 def query_metrics(
-    job_id: str,
+    job_id: Key,
     caller: Principal,
     session: SessionDep,
     names: Annotated[list[MetricName] | None, Query(max_length=64)] = None,
@@ -50,13 +52,13 @@ def query_metrics(
     step_min: Step | None = None,
     step_max: Step | None = None,
     max_points: Annotated[int, Query(ge=2, le=10_000)] = 1000,
-) -> MetricsPublic:
+) -> Response:
     """Metric series of an attempt (default: the latest), downsampled to max_points each."""
     job = jobs.get_job(session, job_id=job_id, caller=caller)
-    query = select(Attempt).where(Attempt.job_id == job.id)
+    query = select(Attempt.id, Attempt.number).where(Attempt.job_id == job.id)
     if attempt is not None:
         query = query.where(Attempt.number == attempt)
-    chosen = session.scalars(query.order_by(Attempt.number.desc()).limit(1)).first()
+    chosen = session.execute(query.order_by(Attempt.number.desc()).limit(1)).first()
     if chosen is None:
         raise not_found("attempt", str(attempt))
     data = series.query_series(
@@ -68,12 +70,13 @@ def query_metrics(
         step_max=step_max,
         max_points=max_points,
     )
-    return MetricsPublic(attempt=chosen.number, series=data)
+    # encoded once: a model per point would cost more than the query
+    return Response(series.encode(chosen.number, data), media_type="application/json")
 
 
-@router.post("/logs", status_code=204)
+@router.post("/logs", status_code=204, responses=problem_responses(403, 404, 422))
 def ingest_logs(
-    job_id: str, batch: LogBatch, caller: TaskReporter, session: SessionDep
+    job_id: Key, batch: LogBatch, caller: TaskReporter, session: SessionDep
 ) -> Response:
     """Store a batch of log lines from one task's ranks."""
     task = task_of_job(session, job_id=job_id, task_id=batch.task_id, caller=caller)
@@ -82,13 +85,15 @@ def ingest_logs(
     return Response(status_code=204)
 
 
-@router.get("/logs")
+@router.get("/logs", responses=problem_responses(403, 404))
 def read_logs(
-    job_id: str,
+    job_id: Key,
     caller: Principal,
     session: SessionDep,
-    task_id: Annotated[str | None, Query(max_length=64)] = None,
-    after: Offset = 0,
+    task_id: Annotated[
+        str | None, Query(max_length=64, json_schema_extra=AS_NAME), NameCheck
+    ] = None,
+    after: Cursor = 0,
     limit: Annotated[int, Query(ge=1, le=5000)] = 500,
 ) -> LogsPublic:
     """Read log lines after a cursor, optionally of one task."""
@@ -98,9 +103,9 @@ def read_logs(
     return LogsPublic(data=data, next_cursor=data[-1].id if data else after)
 
 
-@router.post("/checkpoints", status_code=204)
+@router.post("/checkpoints", status_code=204, responses=problem_responses(403, 404, 422))
 def record_checkpoint(
-    job_id: str, checkpoint: CheckpointIn, caller: TaskReporter, session: SessionDep
+    job_id: Key, checkpoint: CheckpointIn, caller: TaskReporter, session: SessionDep
 ) -> Response:
     """Record that a rank wrote a checkpoint."""
     task = task_of_job(session, job_id=job_id, task_id=checkpoint.task_id, caller=caller)
@@ -109,8 +114,8 @@ def record_checkpoint(
     return Response(status_code=204)
 
 
-@router.get("/checkpoints")
-def list_checkpoints(job_id: str, caller: Principal, session: SessionDep) -> list[CheckpointPublic]:
+@router.get("/checkpoints", responses=problem_responses(403, 404))
+def list_checkpoints(job_id: Key, caller: Principal, session: SessionDep) -> list[CheckpointPublic]:
     """List the checkpoints every attempt of a job recorded."""
     jobs.get_job(session, job_id=job_id, caller=caller)
     return [

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 
 from tessera_api.deps import CertificatesDep, PartyCaller, Principal, SessionDep, SettingsDep
 from tessera_api.errors import problem_responses
 from tessera_api.models import utcnow
-from tessera_api.routes.paging import Limit, Offset
+from tessera_api.routes.paging import Key, Limit, Name63Query, Offset
 from tessera_api.schemas import (
     Heartbeat,
     HeartbeatReply,
@@ -24,7 +22,7 @@ from tessera_api.views import worker_public
 router = APIRouter(prefix="/workers", tags=["workers"])
 
 
-@router.post("", status_code=201, responses=problem_responses(401, 403, 422))
+@router.post("", status_code=201, responses=problem_responses(409, 422))
 def register_worker(
     worker_in: WorkerRegister,
     caller: PartyCaller,
@@ -50,7 +48,7 @@ def list_workers(
     caller: Principal,
     session: SessionDep,
     settings: SettingsDep,
-    party: Annotated[str | None, Query(max_length=63)] = None,
+    party: Name63Query = None,
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> Page[WorkerPublic]:
@@ -72,9 +70,9 @@ def list_workers(
     return Page[WorkerPublic](data=data, count=total)
 
 
-@router.post("/{worker_id}/heartbeat")
+@router.post("/{worker_id}/heartbeat", responses=problem_responses(403, 404))
 def heartbeat(
-    worker_id: str, beat: Heartbeat, caller: PartyCaller, session: SessionDep
+    worker_id: Key, beat: Heartbeat, caller: PartyCaller, session: SessionDep
 ) -> HeartbeatReply:
     """Record a worker's heartbeat; the reply lists the tasks it must stop."""
     worker = workers.get_worker(session, worker_id=worker_id, caller=caller)

@@ -12,14 +12,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator
 
-from tessera_ml.spec import CodeTarget
+from tessera_ml.spec import CodeTarget, StrictModel
 
 Activation = Literal["relu", "tanh", "gelu"]
 _TARGET = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
-class _Spec(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+class _Spec(StrictModel):
+    model_config = ConfigDict(frozen=True)
 
 
 class MLPSpec(_Spec):

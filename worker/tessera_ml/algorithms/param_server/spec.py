@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from tessera_ml.data.refs import DataRefError, parse_ref
 from tessera_ml.spec import (
@@ -16,16 +16,15 @@ from tessera_ml.spec import (
     PlanError,
     RankSlot,
     RoleSpec,
+    StrictModel,
 )
 
 SERVER = "server"
 WORKER = "worker"
 
 
-class ClickLogConfig(BaseModel):
+class ClickLogConfig(StrictModel):
     """The generated click log every worker reads its share of."""
-
-    model_config = ConfigDict(extra="forbid")
 
     num_fields: int = Field(default=3, ge=1, le=64, description="Id fields per sample")
     vocab: int = Field(

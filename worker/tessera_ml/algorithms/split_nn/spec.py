@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from tessera_ml.data.refs import DatasetRef
 from tessera_ml.spec import (
@@ -16,16 +16,15 @@ from tessera_ml.spec import (
     PlanError,
     RankSlot,
     RoleSpec,
+    StrictModel,
 )
 
 Combine = Literal["concat", "sum", "mean"]
 Compression = Literal["none", "fp16", "int8"]
 
 
-class ModelSpec(BaseModel):
+class ModelSpec(StrictModel):
     """One of the three ordinary models: a built-in MLP or a ``module:callable`` on the worker."""
-
-    model_config = ConfigDict(extra="forbid")
 
     kind: Literal["mlp", "custom"] = Field(
         default="mlp", description="Built-in MLP, or a custom factory installed on the worker"
