@@ -10,8 +10,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "api": ("tessera_api.serve", "serve the control plane (migrates the database first)"),
     "up": ("tessera_worker.up", "start the control plane, a local worker and the dashboard"),
     "worker": ("tessera_worker.cli", "run one party's worker"),
-    "bench": ("tessera_ml.bench.cli", "benchmark an algorithm against its baseline"),
+    "bench": (
+        "tessera_ml.bench.cli",
+        "benchmark an algorithm against its baseline (`bench api`: the API under load)",
+    ),
 }
+
+# ``tessera bench api`` measures the control plane itself: it lives here, away from the
+# algorithm benchmarks (which need torch, which the control plane never imports)
+SUBCOMMANDS: dict[tuple[str, str], str] = {("bench", "api"): "tessera_api.load_bench"}
 
 
 def usage() -> str:
@@ -29,7 +36,12 @@ def main(argv: list[str] | None = None) -> int:
     if name not in COMMANDS:
         print(f"tessera: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
         return 2
-    module = importlib.import_module(COMMANDS[name][0])
+    target = SUBCOMMANDS.get((name, rest[0])) if rest else None
+    if target is not None:
+        module_name, rest = target, rest[1:]
+    else:
+        module_name = COMMANDS[name][0]
+    module = importlib.import_module(module_name)
     code: int = module.main(rest)
     return code
 

@@ -5,16 +5,36 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
+
+POOL_SIZE = 5
+POOL_OVERFLOW = 10
+"""SQLAlchemy's own defaults, named: at most 15 connections per process."""
+
+REQUEST_SESSIONS = 3
+"""How many requests of a process hold a session at once; the others wait their turn in the
+event loop, holding no thread. Few, because the routes are Python under one interpreter lock:
+with more threads running queries at once, every query handing the lock over (SQLite's does so
+for each row) made them take turns thread by thread, and the process spent its time switching.
+Fewer than the pool's connections, so that sessions made outside requests (an events stream's
+reads, the scheduler) always find one; fewer than the thread pool's threads, so that a request
+holding a connection always gets the thread it needs next. Unbounded, under load every thread
+could wait for a connection while every connection waited, held by a request whose response was
+being checked, for a thread: nothing moved until the pool gave up after 30 s."""
 
 
 def make_engine(url: str) -> Engine:
     """An engine tuned for the backend: SQLite gets WAL, foreign keys and a busy timeout."""
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        in_memory = make_url(url).database in (None, "", ":memory:")
+        pool = {} if in_memory else {"pool_size": POOL_SIZE, "max_overflow": POOL_OVERFLOW}
+        engine = create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": 30}, **pool
+        )
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_pre_ping=True)
+    return create_engine(url, pool_pre_ping=True, pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW)
 
 
 def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

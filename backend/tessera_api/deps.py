@@ -1,16 +1,23 @@
-"""Request dependencies as ``Annotated`` aliases, so route signatures read like sentences."""
+"""Request dependencies as ``Annotated`` aliases, so route signatures read like sentences.
+
+The dependencies that do no I/O are ``async``: FastAPI runs a plain ``def`` dependency in its
+thread pool, and a trip there and back per dependency per request added up under load. Only
+looking up a party's or a task's token goes to a thread (the admin token needs no lookup).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Annotated
 
+import anyio
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from sqlalchemy import select
+from sqlalchemy import Engine, select
 from sqlalchemy.orm import Session
 
 from tessera_api.certificates import CertificateService
+from tessera_api.db import REQUEST_SESSIONS
 from tessera_api.dispatch import Dispatcher
 from tessera_api.errors import ApiError
 from tessera_api.models import Party, Task
@@ -22,39 +29,64 @@ from tessera_ml.spec import AlgorithmSpec
 _bearer = HTTPBearer(auto_error=False, description="The admin token or a party token")
 
 
-def get_session(request: Request) -> Iterator[Session]:
-    with request.app.state.session_factory() as session:
-        yield session
+class _SessionTurns:
+    """Per app: the turns of ``db.REQUEST_SESSIONS`` requests to hold a session, and the
+    threads that give sessions back (apart from the route threads, so never short of one)."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.turns = anyio.Semaphore(REQUEST_SESSIONS)
+        self.closers = anyio.CapacityLimiter(REQUEST_SESSIONS)
+        self.local = engine.dialect.name == "sqlite"
 
 
-def get_settings(request: Request) -> Settings:
+async def get_session(request: Request) -> AsyncIterator[Session]:
+    """The request's session, closed as soon as the route's answer is ready (before it is sent,
+    before an events stream starts); it connects on first use, in the route's thread."""
+    state = request.app.state
+    turns: _SessionTurns | None = getattr(state, "session_turns", None)
+    if turns is None:
+        turns = state.session_turns = _SessionTurns(state.engine)
+    async with turns.turns:
+        session: Session = state.session_factory()
+        try:
+            yield session
+        finally:
+            if session.in_transaction() and not turns.local:
+                # it holds a connection: giving it back rolls back, which talks to the server
+                with anyio.CancelScope(shield=True):
+                    await anyio.to_thread.run_sync(session.close, limiter=turns.closers)
+            else:
+                session.close()  # nothing to give back, or an SQLite file: no waiting
+
+
+async def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
 
-def get_specs(request: Request) -> Mapping[str, AlgorithmSpec]:
+async def get_specs(request: Request) -> Mapping[str, AlgorithmSpec]:
     specs: Mapping[str, AlgorithmSpec] = request.app.state.specs
     return specs
 
 
-def get_certificates(request: Request) -> CertificateService:
+async def get_certificates(request: Request) -> CertificateService:
     certificates: CertificateService = request.app.state.certificates
     return certificates
 
 
-def get_dispatcher(request: Request) -> Dispatcher:
+async def get_dispatcher(request: Request) -> Dispatcher:
     dispatcher: Dispatcher = request.app.state.dispatcher
     return dispatcher
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 SpecsDep = Annotated[Mapping[str, AlgorithmSpec], Depends(get_specs)]
 DispatcherDep = Annotated[Dispatcher, Depends(get_dispatcher)]
 CertificatesDep = Annotated[CertificateService, Depends(get_certificates)]
 
 
-def authenticate(
+async def authenticate(
     session: SessionDep,
     settings: SettingsDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
@@ -65,6 +97,11 @@ def authenticate(
     token = credentials.credentials
     if same_secret(token, settings.admin_token):
         return Caller(party=None)
+    return await anyio.to_thread.run_sync(_token_caller, session, token)
+
+
+def _token_caller(session: Session, token: str) -> Caller:
+    """The party or task whose token this is, looked up by the token's hash."""
     digest = hash_token(token)
     if token.startswith(TASK_TOKEN_PREFIX):
         return _task_caller(session, digest)
@@ -96,7 +133,7 @@ def _refuse_disabled(party: Party) -> None:
         )
 
 
-def get_caller(caller: Annotated[Caller, Depends(authenticate)]) -> Caller:
+async def get_caller(caller: Annotated[Caller, Depends(authenticate)]) -> Caller:
     if caller.task_id is not None:
         raise ApiError(
             403,
@@ -111,13 +148,13 @@ TaskReporter = Annotated[Caller, Depends(authenticate)]
 """A party, the admin, or the credential of the task being reported on."""
 
 
-def require_admin(caller: Principal) -> Caller:
+async def require_admin(caller: Principal) -> Caller:
     if not caller.is_admin:
         raise ApiError(403, "admin_only", "only the admin may do this")
     return caller
 
 
-def require_party(caller: Principal) -> Caller:
+async def require_party(caller: Principal) -> Caller:
     if caller.party is None:
         raise ApiError(403, "party_only", "only a party token may do this")
     return caller

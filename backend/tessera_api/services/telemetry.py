@@ -15,16 +15,21 @@ from tessera_api.models import (
     MetricPoint,
     MetricSeries,
     Task,
+    UTCDateTime,
     utcnow,
 )
 from tessera_api.schemas import CheckpointIn, LogLineIn, MetricPointIn
 from tessera_api.services.history import record_event
-from tessera_api.services.tasks import check_hosted
+from tessera_api.services.tasks import check_hosted, hosted_ranks
+
+_METRIC_POINTS = MetricPoint.metadata.tables[MetricPoint.__tablename__]
 
 
 def _check_ranks(task: Task, ranks: Sequence[int], field: str) -> None:
+    hosted = hosted_ranks(task)  # once, not once per point
     for i, rank in enumerate(ranks):
-        check_hosted(task, rank, ("body", field, i, "rank"))
+        if rank not in hosted:
+            check_hosted(task, rank, ("body", field, i, "rank"))
 
 
 def ingest_metrics(
@@ -41,21 +46,7 @@ def ingest_metrics(
         .values(status=Task.status)
         .execution_options(synchronize_session=False)
     )
-    now = utcnow()
-    session.execute(
-        insert(MetricPoint),
-        [
-            {
-                "attempt_id": task.attempt_id,
-                "rank": p.rank,
-                "name": p.name,
-                "step": p.step,
-                "value": p.value,
-                "time": p.time or now,
-            }
-            for p in points
-        ],
-    )
+    _insert_points(session, attempt_id=task.attempt_id, points=points)
     _update_series(session, attempt_id=task.attempt_id, points=points)
     last: dict[str, float] = {}
     for p in sorted(points, key=lambda p: p.step):
@@ -74,6 +65,40 @@ def ingest_metrics(
         },
     )
     session.flush()
+
+
+def _insert_points(session: Session, *, attempt_id: str, points: Sequence[MetricPointIn]) -> None:
+    """Insert the points into the table itself (an ORM bulk insert would take every row through
+    the mapper); on PostgreSQL with ``COPY``, which costs this process a fifth of what an
+    ``executemany`` of one ``INSERT`` per point does."""
+    now = utcnow()
+    connection = session.connection()
+    if connection.dialect.name == "postgresql":
+        to_utc = UTCDateTime().process_bind_param
+        dialect = connection.dialect
+        columns = ("attempt_id", "rank", "name", "step", "value", "time")
+        statement = f"COPY {_METRIC_POINTS.name} ({', '.join(columns)}) FROM STDIN"
+        driver = connection.connection.driver_connection  # psycopg's, in this transaction
+        assert driver is not None
+        with driver.cursor() as cursor, cursor.copy(statement) as copy:
+            for p in points:
+                time = to_utc(p.time or now, dialect)
+                copy.write_row((attempt_id, p.rank, p.name, p.step, p.value, time))
+        return
+    session.execute(
+        insert(_METRIC_POINTS),
+        [
+            {
+                "attempt_id": attempt_id,
+                "rank": p.rank,
+                "name": p.name,
+                "step": p.step,
+                "value": p.value,
+                "time": p.time or now,
+            }
+            for p in points
+        ],
+    )
 
 
 def _update_series(session: Session, *, attempt_id: str, points: Sequence[MetricPointIn]) -> None:
