@@ -108,8 +108,9 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     )
     p.add_argument("--json-out", type=Path, default=None, help="also write the JSON here")
     args = p.parse_args(argv)
-    if args.rate <= 0 or args.duration <= 0 or args.ingest_ranks < 1 or args.view_jobs < 1:
-        p.error("--rate, --duration, --ingest-ranks and --view-jobs must be positive")
+    positive = (args.rate, args.duration, args.ingest_ranks, args.view_jobs, args.steps)
+    if min(positive) <= 0 or args.connections < 1:
+        p.error("--rate, --duration, --ingest-ranks, --view-jobs, --steps, --connections > 0")
     if args.workers < 1:
         p.error("--workers must be at least 1")
     if args.batch_points < 1 or args.batch_points > 10_000:

@@ -44,11 +44,12 @@ INGEST = "metrics.ingest"
 
 @dataclass(frozen=True)
 class Call:
+    """One request: its route's name, method, path and bearer token (a rank's: its slot)."""
+
     route: str
     method: str
     path: str
     token: str
-    points: int = 0
     rank: RankSlot | None = None
 
 
@@ -110,7 +111,7 @@ class Ranks:
         if index is None:
             index, self._turn = self._turn, (self._turn + 1) % len(self.slots)
         slot = self.slots[index]
-        return Call(INGEST, "POST", f"{API}/jobs/{slot.job_id}/metrics", slot.token, 0, slot)
+        return Call(INGEST, "POST", f"{API}/jobs/{slot.job_id}/metrics", slot.token, slot)
 
     def body(self, call: Call) -> dict[str, Any]:
         """The next batch of ``call``'s rank: ``batch_points`` points, every metric per step."""
@@ -200,11 +201,7 @@ class Traffic:
                 content = json.dumps(body).encode()
                 headers["Content-Type"] = "application/json"
                 response = await client.post(url, content=content, headers=headers)
-            elif call.route == "events":
-                async with client.stream("GET", url, headers=headers) as response:
-                    async for _ in response.aiter_bytes():
-                        pass
-            else:
+            else:  # the whole body, an event stream's too (``once=true`` ends it)
                 response = await client.get(url, headers=headers)
             if response.status_code >= 400:
                 error = str(response.status_code)
