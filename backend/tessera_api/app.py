@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -51,19 +51,21 @@ def api_router() -> APIRouter:
     return router
 
 
-def _with_event_hub(inner: Any, hub: EventHub) -> Any:
-    """The app's lifespan, with the hub's database listener running during it."""
+def run_during_lifespan(app: FastAPI, start: Callable[[], None], stop: Callable[[], None]) -> None:
+    """Call ``start`` when ``app`` starts serving and ``stop`` when it stops, around what its
+    lifespan already does."""
+    inner = app.router.lifespan_context
 
     @asynccontextmanager
     async def lifespan(application: Any) -> AsyncIterator[Any]:
-        hub.start()
+        start()
         try:
             async with inner(application) as state:
                 yield state
         finally:
-            hub.close()
+            stop()
 
-    return lifespan
+    app.router.lifespan_context = lifespan
 
 
 def create_app(
@@ -88,7 +90,7 @@ def create_app(
     app.state.session_factory = make_session_factory(engine)
     app.state.event_hub = hub = EventHub(settings.resolved_database_url)
     hub.watch(app.state.session_factory)
-    app.router.lifespan_context = _with_event_hub(app.router.lifespan_context, hub)
+    run_during_lifespan(app, hub.start, hub.close)
     app.state.dispatcher = dispatcher or QueueDispatcher()
     app.state.specs = dict(specs) if specs is not None else all_specs()
     app.state.certificates = CertificateService(settings.resolved_ca_dir)

@@ -14,7 +14,8 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from sqlalchemy import event, text
 from sqlalchemy.engine import make_url
@@ -69,11 +70,15 @@ class EventHub:
 
     # -- the writers' side (any thread) -----------------------------------------------------
     def wake(self, job_ids: Iterable[str]) -> None:
+        self._in_loop(self._wake, list(job_ids))
+
+    def _in_loop(self, callback: Callable[..., None], *args: Any) -> None:
+        """Run ``callback`` in the streams' event loop (none yet: no stream to wake)."""
         loop = self._loop
         if loop is None or loop.is_closed():
             return
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
-            loop.call_soon_threadsafe(self._wake, list(job_ids))
+            loop.call_soon_threadsafe(callback, *args)
 
     def _wake(self, job_ids: list[str]) -> None:
         for job_id in job_ids:
@@ -123,7 +128,7 @@ class EventHub:
                     conn.execute(f"LISTEN {CHANNEL}")
                     backoff = 0.5
                     # anything stored while this was not listening: let every stream look
-                    self._wake_from_thread_everyone()
+                    self._in_loop(self._wake_everyone)
                     while not self._closed.is_set():
                         for note in conn.notifies(timeout=1.0):
                             self.wake([note.payload])
@@ -131,9 +136,3 @@ class EventHub:
                 log.warning("event listener lost its connection (%s); reconnecting", exc)
                 self._closed.wait(backoff)
                 backoff = min(backoff * 2, 10.0)
-
-    def _wake_from_thread_everyone(self) -> None:
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(self._wake_everyone)

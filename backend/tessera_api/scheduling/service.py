@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
-from typing import Any
+from collections.abc import Callable
 
 from fastapi import FastAPI
 from sqlalchemy.orm import Session
 
-from tessera_api.app import create_app
+from tessera_api.app import create_app, run_during_lifespan
 from tessera_api.scheduling.broker import CelerySender
 from tessera_api.scheduling.lease import Lease
 from tessera_api.scheduling.scheduler import Scheduler
@@ -31,16 +29,5 @@ def create_scheduled_app(settings: Settings) -> FastAPI:
     app = create_app(settings, dispatcher=scheduler)
     sessions.append(app.state.session_factory)
     app.state.scheduler = scheduler
-    inner = app.router.lifespan_context
-
-    @asynccontextmanager
-    async def lifespan(application: Any) -> AsyncIterator[Any]:
-        scheduler.start()
-        try:
-            async with inner(application) as state:
-                yield state
-        finally:
-            scheduler.close()
-
-    app.router.lifespan_context = lifespan
+    run_during_lifespan(app, scheduler.start, scheduler.close)
     return app
