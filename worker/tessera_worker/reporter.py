@@ -55,7 +55,7 @@ class HttpReporter:
         self._lines: deque[dict[str, Any]] = deque(maxlen=max_buffer)
         self._checkpoints: deque[dict[str, Any]] = deque()
         self.dropped = 0
-        self._not_finite: dict[str, int] = {}
+        self._not_finite: set[str] = set()
         self.failures = 0
         self._interval = flush_interval_s
         self._max_backoff = max_backoff_s
@@ -77,7 +77,7 @@ class HttpReporter:
                 if not math.isfinite(value):  # the control plane stores numbers only
                     if name not in self._not_finite:
                         diverged.append(f"{name}={float(value)}")
-                    self._not_finite[name] = self._not_finite.get(name, 0) + 1
+                        self._not_finite.add(name)
                     continue
                 point = {"rank": self.rank, "name": name, "step": step, "value": float(value)}
                 self._append(self._points, point | {"time": at})
