@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -47,3 +50,20 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
 
 def make_session_factory(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
+
+
+@contextmanager
+def scratch_postgres(url: str, prefix: str = "tessera_scratch") -> Iterator[str]:
+    """The URL of a new database on ``url``'s PostgreSQL server, dropped afterwards (benchmarks
+    and tests that need a database of their own)."""
+    name = f"{prefix}_{uuid.uuid4().hex[:10]}"
+    server = make_url(url).set(database="postgres")
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield make_url(url).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()

@@ -33,17 +33,13 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Coroutine, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
-from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
-from tessera_api.db import make_engine, make_session_factory
+from tessera_api.db import make_engine, make_session_factory, scratch_postgres
 from tessera_api.load_seed import Seeded, seed
 from tessera_api.load_traffic import (
     DASHBOARD_MIX,
@@ -123,22 +119,6 @@ def free_port() -> int:
         s.bind(("127.0.0.1", 0))
         port: int = s.getsockname()[1]
         return port
-
-
-@contextmanager
-def scratch_postgres(url: str) -> Iterator[str]:
-    """A new database on ``url``'s server, dropped afterwards."""
-    name = f"tessera_bench_{uuid.uuid4().hex[:10]}"
-    server = make_url(url).set(database="postgres")
-    admin = create_engine(server, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(url).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as conn:
-            conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 class Replicas:
@@ -423,7 +403,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if kind == "sqlite":
                 runs += bench_database(kind, f"sqlite:///{home / 'tessera.db'}", home, args)
             else:
-                with scratch_postgres(args.postgres_url) as url:
+                with scratch_postgres(args.postgres_url, prefix="tessera_bench") as url:
                     runs += bench_database(kind, url, home, args)
     return {
         "command": "tessera bench api "

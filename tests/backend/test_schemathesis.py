@@ -14,17 +14,16 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import psycopg
 import pytest
 import uvicorn
 from fastapi.testclient import TestClient
 
 from tessera_api.app import create_app
+from tessera_api.db import scratch_postgres
 from tessera_api.models import Base
 from tessera_api.settings import Settings
 from tessera_ml.testing import free_port
@@ -105,16 +104,8 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         yield f"sqlite:///{tmp_path / 'tessera.db'}"
         return
     postgres_url: str = request.getfixturevalue("postgres_url")
-    name = f"tessera_st_{uuid.uuid4().hex[:12]}"
-    server = postgres_url.replace("+psycopg", "")
-    with psycopg.connect(server, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    base, _, _ = postgres_url.rpartition("/")
-    try:
-        yield f"{base}/{name}"
-    finally:
-        with psycopg.connect(server, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_postgres(postgres_url, prefix="tessera_st") as url:
+        yield url
 
 
 @pytest.fixture

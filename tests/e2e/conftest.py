@@ -2,27 +2,20 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
+from tessera_api.db import scratch_postgres
 from tessera_ml.testing import free_port
 from tests.e2e.platform import Platform, start_platform
 
 
 @pytest.fixture(scope="session")
 def e2e_database(postgres_url: str) -> Iterator[str]:
-    name = f"tessera_e2e_{uuid.uuid4().hex[:12]}"
-    admin = postgres_url.replace("+psycopg", "")
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    base, _, _ = postgres_url.rpartition("/")
-    yield f"{base}/{name}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_postgres(postgres_url, prefix="tessera_e2e") as url:
+        yield url
 
 
 @pytest.fixture(scope="session")

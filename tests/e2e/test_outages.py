@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import signal
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
+from tessera_api.db import scratch_postgres
 from tessera_ml.testing import free_port
 from tests.e2e.deployment import Deployment
 
@@ -23,25 +22,19 @@ PARTIES = ("north", "south")
 def deployment(
     postgres_url: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Deployment]:
-    name = f"tessera_outage_{uuid.uuid4().hex[:12]}"
-    admin = postgres_url.replace("+psycopg", "")
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    base, _, _ = postgres_url.rpartition("/")
     home: Path = tmp_path_factory.mktemp("outage-home")
-    running = Deployment(home, free_port(), f"{base}/{name}", redis_url)
-    try:
-        running.start_api()
-        running.wait_serving()
-        for party in PARTIES:
-            running.add_party(party)
-            running.start_worker(party)
-        running.wait_online(*PARTIES)
-        yield running
-    finally:
-        running.stop()
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_postgres(postgres_url, prefix="tessera_outage") as database:
+        running = Deployment(home, free_port(), database, redis_url)
+        try:
+            running.start_api()
+            running.wait_serving()
+            for party in PARTIES:
+                running.add_party(party)
+                running.start_worker(party)
+            running.wait_online(*PARTIES)
+            yield running
+        finally:
+            running.stop()
 
 
 def workers_up(deployment: Deployment) -> None:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import signal
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
+from tessera_api.db import scratch_postgres
 from tessera_ml.testing import free_port
 from tests.e2e.deployment import Deployment
 
@@ -22,16 +22,8 @@ LEASE_S = 10.0  # the default of ``scheduler_lease_s``
 
 @pytest.fixture
 def database(postgres_url: str) -> Iterator[str]:
-    name = f"tessera_replicas_{uuid.uuid4().hex[:12]}"
-    admin = postgres_url.replace("+psycopg", "")
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    base, _, _ = postgres_url.rpartition("/")
-    try:
-        yield f"{base}/{name}"
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    with scratch_postgres(postgres_url, prefix="tessera_replicas") as url:
+        yield url
 
 
 def lease_holder_pid(database_url: str) -> int | None:
