@@ -107,15 +107,7 @@ def seed(
             ]
             attempt = lifecycle.start_attempt(session, job_id=job.id, placements=placements)
             tasks = sorted(attempt.tasks, key=lambda t: int(t.ranks[0]["rank"]))
-            for task in tasks:
-                lifecycle.report_task_status(
-                    session,
-                    task=task,
-                    status=TaskStatus.running,
-                    reason=None,
-                    exit_code=None,
-                    rank=None,
-                )
+            _report(session, tasks, TaskStatus.running, exit_code=None)
             if i < view_jobs:
                 out.points += _metrics(session, job_id=job.id, tasks=tasks, steps=steps)
                 out.view_jobs.append(job.id)
@@ -127,15 +119,7 @@ def seed(
                     rank = int(task.ranks[0]["rank"])
                     out.ranks.append(RankSlot(job.id, task.id, rank, token))
             else:  # kind 3: finished
-                for task in tasks:
-                    lifecycle.report_task_status(
-                        session,
-                        task=task,
-                        status=TaskStatus.succeeded,
-                        reason=None,
-                        exit_code=0,
-                        rank=None,
-                    )
+                _report(session, tasks, TaskStatus.succeeded, exit_code=0)
             session.commit()
     return out
 
@@ -167,3 +151,10 @@ def metric_value(name: str, step: int, steps: int) -> float:
     if name == "lr":
         return 0.05 * 0.5 * (1 + math.cos(math.pi * x))
     return 1.0 / (1 + step) + 0.1 * abs(math.sin(step))
+
+
+def _report(session: Session, tasks: list[Task], status: TaskStatus, exit_code: int | None) -> None:
+    for task in tasks:
+        lifecycle.report_task_status(
+            session, task=task, status=status, reason=None, exit_code=exit_code, rank=None
+        )

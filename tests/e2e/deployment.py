@@ -8,18 +8,19 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from tests.e2e.platform import JobWatch
+
 ADMIN_TOKEN = "outage-admin-token-0123456789"
 
 
 @dataclass
-class Deployment:
+class Deployment(JobWatch):
     home: Path
     port: int
     database_url: str
@@ -124,17 +125,6 @@ class Deployment:
     def job(self, job_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self.call("GET", f"/jobs/{job_id}")
         return result
-
-    def wait_job(
-        self, job_id: str, until: Callable[[dict[str, Any]], bool], timeout_s: float = 120
-    ) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            job = self.job(job_id)
-            if until(job):
-                return job
-            assert time.monotonic() < deadline, f"job {job_id} did not get there: {job}"
-            time.sleep(0.2)
 
     def create_job(self, parties: list[str], **config: Any) -> str:
         body = {

@@ -18,8 +18,27 @@ ADMIN_TOKEN = "e2e-admin-token-0123456789"
 CONTROL_PLANE_ONLY = ("TESSERA_ADMIN_TOKEN", "TESSERA_DATABASE_URL")
 
 
+class JobWatch:
+    """Waiting on a job through the API, for anything that can ``job(job_id)``."""
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def wait_job(
+        self, job_id: str, until: Callable[[dict[str, Any]], bool], timeout_s: float = 120
+    ) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            job = self.job(job_id)
+            if until(job):
+                return job
+            if time.monotonic() > deadline:
+                raise AssertionError(f"job {job_id} did not get there: {job['status']} {job}")
+            time.sleep(0.2)
+
+
 @dataclass
-class Platform:
+class Platform(JobWatch):
     url: str
     home: Path
     env: dict[str, str]
@@ -55,18 +74,6 @@ class Platform:
     def job(self, job_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self.get(f"/jobs/{job_id}")
         return result
-
-    def wait_job(
-        self, job_id: str, until: Callable[[dict[str, Any]], bool], timeout_s: float = 120
-    ) -> dict[str, Any]:
-        deadline = time.monotonic() + timeout_s
-        while True:
-            job = self.job(job_id)
-            if until(job):
-                return job
-            if time.monotonic() > deadline:
-                raise AssertionError(f"job {job_id} did not get there: {job['status']} {job}")
-            time.sleep(0.2)
 
     def wait_status(self, job_id: str, *statuses: str, timeout_s: float = 120) -> dict[str, Any]:
         return self.wait_job(job_id, lambda j: j["status"] in statuses, timeout_s)
