@@ -51,7 +51,7 @@ def test_when_the_scheduling_replica_dies_the_other_takes_over(
             deployment.start_worker(party)
         deployment.wait_online(*PARTIES)
 
-        steps, every = 3000, 100
+        steps, every = 6000, 200
         running = deployment.create_job(PARTIES, steps=steps, log_interval=every)
         deployment.wait_job(running, lambda j: j["status"] == "running", timeout_s=60)
         # killed right after placing it: a scheduler that dies between committing tasks and
@@ -60,11 +60,11 @@ def test_when_the_scheduling_replica_dies_the_other_takes_over(
         first.send_signal(signal.SIGKILL)
         killed_at = time.monotonic()
         first.wait(10)
+        assert deployment.job(running)["status"] == "running"  # it lives through the takeover
         new = deployment.create_job(PARTIES, steps=20)
         deployment.wait_job(new, lambda j: j["status"] != "queued", timeout_s=LEASE_S + 10)
         assert time.monotonic() - killed_at < LEASE_S + 5
         assert lease_holder_pid(database) == deployment.api.pid
-        assert deployment.job(running)["status"] == "running"  # it lives through the takeover
 
         for job_id in (running, new):
             job = deployment.wait_job(job_id, lambda j: j["status"] != "running", timeout_s=180)
