@@ -86,6 +86,12 @@ class Deployment(JobWatch):
         path = self.home / name
         return path.read_text()[-3000:] if path.exists() else ""
 
+    def logs(self) -> str:
+        """The end of every process's log, for assertion messages."""
+        return "\n".join(
+            f"--- {p.name}\n{self.log(p.name)}" for p in sorted(self.home.glob("*.out"))
+        )
+
     def call(self, method: str, path: str, body: Any = None, token: str = ADMIN_TOKEN) -> Any:
         response = httpx.request(
             method,

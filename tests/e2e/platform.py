@@ -18,6 +18,22 @@ ADMIN_TOKEN = "e2e-admin-token-0123456789"
 CONTROL_PLANE_ONLY = ("TESSERA_ADMIN_TOKEN", "TESSERA_DATABASE_URL")
 
 
+def why(job: dict[str, Any]) -> str:
+    """A job's status with the reasons its attempts and tasks gave, for assertion messages."""
+    lines = [f"{job['status']}: {job.get('status_reason', '')}"]
+    for attempt in job.get("attempts", []):
+        lines.append(
+            f"  attempt {attempt['number']} {attempt['status']}"
+            f" {attempt['failure_code']} {attempt['failure_reason']}"
+        )
+        for task in attempt["tasks"]:
+            lines.append(
+                f"    task {task['party']} {task['status']} exit={task['exit_code']}"
+                f" rank={task['failed_rank']} {task['reason']}"
+            )
+    return "\n".join(lines)
+
+
 class JobWatch:
     """Waiting on a job through the API, for anything that can ``job(job_id)``."""
 
@@ -33,7 +49,7 @@ class JobWatch:
             if until(job):
                 return job
             if time.monotonic() > deadline:
-                raise AssertionError(f"job {job_id} did not get there: {job['status']} {job}")
+                raise AssertionError(f"job {job_id} did not get there: {why(job)}")
             time.sleep(0.2)
 
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.platform import Platform
+from tests.e2e.platform import Platform, why
 from tests.worker.proc_scan import pids_with, wait_for, wait_until_gone
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
@@ -46,7 +46,7 @@ def test_a_job_waits_for_a_party_without_worker_then_runs_to_success(platform: P
     platform.start_worker("carol")
     job = platform.wait_status(job_id, "succeeded", "failed", "cancelled")
 
-    assert job["status"] == "succeeded", job
+    assert job["status"] == "succeeded", why(job)
     assert {t["party"]: t["status"] for t in _tasks(job)} == {
         "alice": "succeeded",
         "carol": "succeeded",

@@ -12,6 +12,7 @@ import pytest
 from tessera_api.db import scratch_postgres
 from tessera_ml.testing import free_port
 from tests.e2e.deployment import Deployment
+from tests.e2e.platform import why
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
@@ -67,7 +68,7 @@ def test_a_job_outlives_a_60_s_outage_of_the_control_plane(deployment: Deploymen
     deployment.wait_serving()
 
     job = deployment.wait_job(job_id, lambda j: j["status"] != "running", timeout_s=180)
-    assert job["status"] == "succeeded", job
+    assert job["status"] == "succeeded", f"{why(job)}\n{deployment.logs()}"
     expected = list(range(every, steps + 1, every))
     assert loss_steps(deployment, job_id) == {0: expected, 1: expected}
 

@@ -13,6 +13,7 @@ import pytest
 from tessera_api.db import scratch_postgres
 from tessera_ml.testing import free_port
 from tests.e2e.deployment import Deployment
+from tests.e2e.platform import why
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
@@ -68,7 +69,7 @@ def test_when_the_scheduling_replica_dies_the_other_takes_over(
 
         for job_id in (running, new):
             job = deployment.wait_job(job_id, lambda j: j["status"] != "running", timeout_s=180)
-            assert job["status"] == "succeeded", job
+            assert job["status"] == "succeeded", f"{why(job)}\n{deployment.logs()}"
         series = deployment.call("GET", f"/jobs/{running}/metrics?names=loss&max_points=10000")
         expected = list(range(every, steps + 1, every))
         assert {s["rank"]: [p["step"] for p in s["points"]] for s in series["series"]} == {

@@ -161,5 +161,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def exit_now(code: int) -> None:
+    """End the process once its outcome is settled and reported, skipping the interpreter's
+    teardown: there, native threads of torch's communication libraries that are still
+    joinable can call ``std::terminate`` and turn a finished rank into a SIGABRT."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    exit_now(main())
