@@ -37,3 +37,11 @@ def test_every_spec_describes_itself_with_a_schema() -> None:
         assert described["name"] == name
         assert described["config_schema"]["type"] == "object"
         assert described["roles"]
+
+
+def test_a_described_schema_is_the_models_own_and_each_caller_gets_a_copy() -> None:
+    for spec in all_specs().values():
+        first = spec.describe()["config_schema"]
+        assert first == spec.config_model.model_json_schema()
+        first["properties"] = {}  # a caller changing its copy changes nobody else's
+        assert spec.describe()["config_schema"] == spec.config_model.model_json_schema()

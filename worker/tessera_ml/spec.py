@@ -6,6 +6,8 @@ publish each algorithm's JSON Schema. Everything that runs tensors lives elsewhe
 
 from __future__ import annotations
 
+import functools
+import json
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -268,9 +270,21 @@ class AlgorithmSpec:
             "title": self.title,
             "description": self.summary,
             "roles": [r.model_dump() for r in self.roles],
-            "config_schema": self.config_model.model_json_schema(),
+            "config_schema": config_schema(self.config_model),
             "metrics": list(self.metrics),
         }
+
+
+@functools.cache
+def _schema_json(model: type[BaseModel]) -> str:
+    return json.dumps(model.model_json_schema())
+
+
+def config_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s JSON Schema, built once per model (building it takes milliseconds); each
+    caller gets its own copy."""
+    loaded: dict[str, Any] = json.loads(_schema_json(model))
+    return loaded
 
 
 def _range_text(lo: int, hi: int | None) -> str:
