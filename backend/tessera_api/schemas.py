@@ -465,6 +465,16 @@ class MetricPointIn(Strict):
     value: float
     time: datetime | None = Field(default=None, strict=False)
 
+    @model_validator(mode="before")
+    @classmethod
+    def _integral_numbers(cls, data: Any) -> Any:
+        # run for each of up to 10,000 points a batch: only its integer fields are looked at
+        if isinstance(data, dict) and (
+            type(data.get("rank")) is float or type(data.get("step")) is float
+        ):
+            return integral_numbers(data)
+        return data
+
 
 class MetricBatch(Strict):
     task_id: Id

@@ -6,8 +6,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
-from tessera_api.deps import Principal, SessionDep, TaskReporter
+from tessera_api.deps import Principal, ReadsDep, SessionDep, TaskReporter
 from tessera_api.errors import not_found, problem_responses
 from tessera_api.models import Attempt
 from tessera_api.routes.paging import Cursor, Key
@@ -24,6 +25,7 @@ from tessera_api.schemas import (
     NameCheck,
     Step,
 )
+from tessera_api.security import Caller
 from tessera_api.services import jobs, series, telemetry
 from tessera_api.services.tasks import task_of_job
 
@@ -42,10 +44,9 @@ def ingest_metrics(
 
 
 @router.get("/metrics", response_model=MetricsPublic, responses=problem_responses(403, 404))
-def query_metrics(
+async def query_metrics(
     job_id: Key,
-    caller: Principal,
-    session: SessionDep,
+    reads: ReadsDep,
     names: Annotated[list[MetricName] | None, Query(max_length=64)] = None,
     attempt: Annotated[int | None, Query(ge=1, le=1_000_000)] = None,
     rank: Annotated[int | None, Query(ge=0, le=65535)] = None,
@@ -54,24 +55,28 @@ def query_metrics(
     max_points: Annotated[int, Query(ge=2, le=10_000)] = 1000,
 ) -> Response:
     """Metric series of an attempt (default: the latest), downsampled to max_points each."""
-    job = jobs.get_job(session, job_id=job_id, caller=caller)
-    query = select(Attempt.id, Attempt.number).where(Attempt.job_id == job.id)
-    if attempt is not None:
-        query = query.where(Attempt.number == attempt)
-    chosen = session.execute(query.order_by(Attempt.number.desc()).limit(1)).first()
-    if chosen is None:
-        raise not_found("attempt", str(attempt))
-    data = series.query_series(
-        session,
-        attempt_id=chosen.id,
-        names=names or [],
-        rank=rank,
-        step_min=step_min,
-        step_max=step_max,
-        max_points=max_points,
-    )
-    # encoded once: a model per point would cost more than the query
-    return Response(series.encode(chosen.number, data), media_type="application/json")
+
+    def read(session: Session, caller: Caller) -> Response:
+        job = jobs.get_job(session, job_id=job_id, caller=caller)
+        query = select(Attempt.id, Attempt.number).where(Attempt.job_id == job.id)
+        if attempt is not None:
+            query = query.where(Attempt.number == attempt)
+        chosen = session.execute(query.order_by(Attempt.number.desc()).limit(1)).first()
+        if chosen is None:
+            raise not_found("attempt", str(attempt))
+        data = series.query_series(
+            session,
+            attempt_id=chosen.id,
+            names=names or [],
+            rank=rank,
+            step_min=step_min,
+            step_max=step_max,
+            max_points=max_points,
+        )
+        # encoded once: a model per point would cost more than the query
+        return Response(series.encode(chosen.number, data), media_type="application/json")
+
+    return await reads(read)
 
 
 @router.post("/logs", status_code=204, responses=problem_responses(403, 404, 422))

@@ -9,11 +9,19 @@ A dashboard query returns thousands of points, so the work per point is kept sma
 is read by one statement built once (with parameters, so it is compiled once), rows become
 plain dicts in the shape of ``schemas.SeriesPoint``, and the answer is encoded once
 (``encode``) instead of through one validated model per point, which took most of the time.
+
+A series' stored points change only by ingest, which adds to its ``count`` in the same
+transaction, so (attempt, name, rank, count, step extent, asked range, max_points) names one
+answer for good: each process keeps the encoded JSON of recent series under that key
+(``SeriesCache``), and a dashboard polling a job reads from the database only the series that
+grew since.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -72,17 +80,67 @@ class SeriesRows:
     points: list[PointJson]
 
 
-def encode(attempt: int | None, series: Sequence[SeriesRows]) -> bytes:
-    """The JSON of ``schemas.MetricsPublic`` for these series."""
+class SeriesCache:
+    """The encoded JSON of recently answered series, least recently used dropped first once
+    their bytes pass ``max_bytes``. Shared by the request threads of one process."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self._held: OrderedDict[Hashable, bytes] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: Hashable) -> bytes | None:
+        with self._lock:
+            found = self._held.get(key)
+            if found is None:
+                self.misses += 1
+                return None
+            self._held.move_to_end(key)
+            self.hits += 1
+            return found
+
+    def put(self, key: Hashable, encoded: bytes) -> None:
+        if len(encoded) > self.max_bytes:
+            return
+        with self._lock:
+            old = self._held.pop(key, None)
+            if old is not None:
+                self._bytes -= len(old)
+            self._held[key] = encoded
+            self._bytes += len(encoded)
+            while self._bytes > self.max_bytes:
+                _, dropped = self._held.popitem(last=False)
+                self._bytes -= len(dropped)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._held.clear()
+            self._bytes = 0
+
+
+CACHE = SeriesCache(max_bytes=64 * 1024 * 1024)
+"""This process's series answers: at most 64 MiB, about a thousand 1000-point series."""
+
+
+def encode_series(series: SeriesRows) -> bytes:
+    """The JSON of one ``schemas.Series``."""
     return pydantic_core.to_json(
         {
-            "attempt": attempt,
-            "series": [
-                {"name": s.name, "rank": s.rank, "downsampled": s.downsampled, "points": s.points}
-                for s in series
-            ],
+            "name": series.name,
+            "rank": series.rank,
+            "downsampled": series.downsampled,
+            "points": series.points,
         }
     )
+
+
+def encode(attempt: int | None, series: Sequence[bytes]) -> bytes:
+    """The JSON of ``schemas.MetricsPublic`` from its series' JSON (``encode_series``)."""
+    head = b'{"attempt":' + (b"null" if attempt is None else str(attempt).encode())
+    return head + b',"series":[' + b",".join(series) + b"]}"
 
 
 def query_series(
@@ -94,7 +152,9 @@ def query_series(
     step_min: int | None,
     step_max: int | None,
     max_points: int,
-) -> list[SeriesRows]:
+    cache: SeriesCache | None = CACHE,
+) -> list[bytes]:
+    """Each series' ``encode_series`` JSON, from ``cache`` where it holds the answer."""
     listing = (
         select(
             _SERIES.c.name, _SERIES.c.rank, _SERIES.c.count, _SERIES.c.min_step, _SERIES.c.max_step
@@ -106,26 +166,32 @@ def query_series(
         listing = listing.where(_SERIES.c.name.in_(names))
     if rank is not None:
         listing = listing.where(_SERIES.c.rank == rank)
-    result: list[SeriesRows] = []
+    result: list[bytes] = []
     for name, series_rank, count, min_step, max_step in session.execute(listing).all():
         lo = min_step if step_min is None else max(step_min, min_step)
         hi = max_step if step_max is None else min(step_max, max_step)
-        small = count <= max_points
-        points: list[PointJson] = []
-        if lo <= hi:
-            where = {
-                "attempt_id": attempt_id,
-                "name": name,
-                "rank": series_rank,
-                "lo": lo,
-                "hi": hi,
-            }
-            if small:
-                points = _raw(session, where)
-            else:
-                width = -(-(hi - lo + 1) // max_points)  # rounded up: <= max_points buckets
-                points = _buckets(session, where | {"width": width})
-        result.append(SeriesRows(name, series_rank, downsampled=not small, points=points))
+        key = (attempt_id, name, series_rank, count, min_step, max_step, lo, hi, max_points)
+        encoded = cache.get(key) if cache is not None else None
+        if encoded is None:
+            small = count <= max_points
+            points: list[PointJson] = []
+            if lo <= hi:
+                where = {
+                    "attempt_id": attempt_id,
+                    "name": name,
+                    "rank": series_rank,
+                    "lo": lo,
+                    "hi": hi,
+                }
+                if small:
+                    points = _raw(session, where)
+                else:
+                    width = -(-(hi - lo + 1) // max_points)  # rounded up: <= max_points buckets
+                    points = _buckets(session, where | {"width": width})
+            encoded = encode_series(SeriesRows(name, series_rank, not small, points))
+            if cache is not None:
+                cache.put(key, encoded)
+        result.append(encoded)
     return result
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
+from tessera_api.services.series import SeriesCache
 from tests.backend.factories import ADMIN, API, report, running_job
 
 SHA = "0" * 64
@@ -47,6 +48,40 @@ def test_metrics_round_trip_and_downsampling(client: TestClient) -> None:
     assert [p["step"] for p in window["series"][0]["points"]] == list(range(1000, 1050))
     both = client.get(f"{API}/jobs/{job.id}/metrics?max_points=50", headers=ADMIN).json()
     assert [s["name"] for s in both["series"]] == ["accuracy", "loss"]
+
+
+def test_a_cached_series_answer_follows_every_new_point(client: TestClient) -> None:
+    job = running_job(client)
+    url = f"{API}/jobs/{job.id}/metrics?names=loss&max_points=10"
+
+    def steps_and_counts() -> tuple[list[int], int]:
+        [series] = client.get(url, headers=ADMIN).json()["series"]
+        return [p["step"] for p in series["points"]], sum(p["count"] for p in series["points"])
+
+    first = [{"rank": 0, "name": "loss", "step": s, "value": 1.0} for s in (0, 2, 4)]
+    assert post_points(client, job, job.alice_task, job.alice.auth, first).status_code == 204
+    assert steps_and_counts() == ([0, 2, 4], 3)
+    assert steps_and_counts() == ([0, 2, 4], 3)  # answered again, from the cache
+    # a late point inside the known step range: the extent stays, the count does not
+    late = [{"rank": 0, "name": "loss", "step": 3, "value": 2.0}]
+    assert post_points(client, job, job.alice_task, job.alice.auth, late).status_code == 204
+    assert steps_and_counts() == ([0, 2, 3, 4], 4)
+    # past max_points the answer turns into buckets, every point still counted
+    more = [{"rank": 0, "name": "loss", "step": s, "value": 1.0} for s in range(5, 40)]
+    assert post_points(client, job, job.alice_task, job.alice.auth, more).status_code == 204
+    buckets, counted = steps_and_counts()
+    assert len(buckets) <= 10 and counted == 39 and buckets[-1] == 39
+
+
+def test_series_cache_keeps_to_its_byte_budget() -> None:
+    cache = SeriesCache(max_bytes=10)
+    cache.put("a", b"12345")
+    cache.put("b", b"6789")
+    assert cache.get("a") == b"12345"  # now the most recently used
+    cache.put("c", b"xyz")  # 12 bytes: the least recently used ("b") goes
+    assert cache.get("b") is None and cache.get("a") == b"12345" and cache.get("c") == b"xyz"
+    cache.put("huge", b"0" * 11)  # larger than the whole budget: never held
+    assert cache.get("huge") is None and cache.get("a") == b"12345"
 
 
 def test_downsampling_steps_near_the_largest_allowed(client: TestClient) -> None:
