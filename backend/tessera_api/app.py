@@ -12,7 +12,7 @@ from fastapi.routing import APIRoute
 from tessera_api import __version__
 from tessera_api.certificates import CertificateService
 from tessera_api.db import make_engine, make_session_factory
-from tessera_api.deps import authenticate, get_caller, require_admin, require_party
+from tessera_api.deps import Reads, authenticate, get_caller, require_admin, require_party
 from tessera_api.dispatch import Dispatcher, QueueDispatcher
 from tessera_api.errors import (
     DependencyProblems,
@@ -35,6 +35,7 @@ DEPENDENCY_PROBLEMS: DependencyProblems = {
     get_caller: (403,),  # a task credential outside the reporting routes
     require_admin: (403,),
     require_party: (403,),
+    Reads: (401, 403),  # what authenticate and get_caller answer, checked in its own thread
 }
 """What the request dependencies answer, declared on every route that uses them."""
 

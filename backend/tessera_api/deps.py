@@ -7,14 +7,14 @@ looking up a party's or a task's token goes to a thread (the admin token needs n
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
-from typing import Annotated
+from collections.abc import AsyncIterator, Callable, Mapping
+from typing import Annotated, TypeVar
 
 import anyio
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import Engine, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, sessionmaker
 
 from tessera_api.certificates import CertificateService
 from tessera_api.db import REQUEST_SESSIONS
@@ -25,6 +25,8 @@ from tessera_api.security import TASK_TOKEN_PREFIX, Caller, hash_token, same_sec
 from tessera_api.settings import Settings
 from tessera_api.states import TASK_TERMINAL, TaskStatus
 from tessera_ml.spec import AlgorithmSpec
+
+T = TypeVar("T")
 
 _bearer = HTTPBearer(auto_error=False, description="The admin token or a party token")
 
@@ -39,13 +41,19 @@ class _SessionTurns:
         self.local = engine.dialect.name == "sqlite"
 
 
-async def get_session(request: Request) -> AsyncIterator[Session]:
-    """The request's session, closed as soon as the route's answer is ready (before it is sent,
-    before an events stream starts); it connects on first use, in the route's thread."""
+def _turns(request: Request) -> _SessionTurns:
     state = request.app.state
     turns: _SessionTurns | None = getattr(state, "session_turns", None)
     if turns is None:
         turns = state.session_turns = _SessionTurns(state.engine)
+    return turns
+
+
+async def get_session(request: Request) -> AsyncIterator[Session]:
+    """The request's session, closed as soon as the route's answer is ready (before it is sent,
+    before an events stream starts); it connects on first use, in the route's thread."""
+    state = request.app.state
+    turns = _turns(request)
     async with turns.turns:
         session: Session = state.session_factory()
         try:
@@ -86,15 +94,19 @@ DispatcherDep = Annotated[Dispatcher, Depends(get_dispatcher)]
 CertificatesDep = Annotated[CertificateService, Depends(get_certificates)]
 
 
+def _bearer_token(credentials: HTTPAuthorizationCredentials | None) -> str:
+    if credentials is None or not credentials.credentials:
+        raise ApiError(401, "unauthenticated", "a bearer token is required")
+    return credentials.credentials
+
+
 async def authenticate(
     session: SessionDep,
     settings: SettingsDep,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Caller:
     """The admin, a party, or a task (whose credential works only while the task is live)."""
-    if credentials is None or not credentials.credentials:
-        raise ApiError(401, "unauthenticated", "a bearer token is required")
-    token = credentials.credentials
+    token = _bearer_token(credentials)
     if same_secret(token, settings.admin_token):
         return Caller(party=None)
     return await anyio.to_thread.run_sync(_token_caller, session, token)
@@ -134,6 +146,10 @@ def _refuse_disabled(party: Party) -> None:
 
 
 async def get_caller(caller: Annotated[Caller, Depends(authenticate)]) -> Caller:
+    return _not_a_task(caller)
+
+
+def _not_a_task(caller: Caller) -> Caller:
     if caller.task_id is not None:
         raise ApiError(
             403,
@@ -143,7 +159,36 @@ async def get_caller(caller: Annotated[Caller, Depends(authenticate)]) -> Caller
     return caller
 
 
+class Reads:
+    """A read the dashboard makes often, done in one trip to a thread: there the caller is
+    looked up (as ``Principal`` would), the work runs, and the session is closed. Through the
+    ordinary dependencies a party's read took three trips (its token, the route, giving the
+    session back), each a wake-up of a thread under one interpreter lock."""
+
+    def __init__(
+        self,
+        request: Request,
+        settings: SettingsDep,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> None:
+        self._token = _bearer_token(credentials)
+        self._admin = same_secret(self._token, settings.admin_token)
+        self._request = request
+
+    async def __call__(self, work: Callable[[Session, Caller], T]) -> T:
+        """``work(session, caller)`` in a thread, holding one of the process's session turns."""
+        async with _turns(self._request).turns:
+            return await anyio.to_thread.run_sync(self._run, work)
+
+    def _run(self, work: Callable[[Session, Caller], T]) -> T:
+        factory: sessionmaker[Session] = self._request.app.state.session_factory
+        with factory() as session:
+            caller = Caller(party=None) if self._admin else _token_caller(session, self._token)
+            return work(session, _not_a_task(caller))
+
+
 Principal = Annotated[Caller, Depends(get_caller)]
+ReadsDep = Annotated[Reads, Depends()]
 TaskReporter = Annotated[Caller, Depends(authenticate)]
 """A party, the admin, or the credential of the task being reported on."""
 

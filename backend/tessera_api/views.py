@@ -89,6 +89,7 @@ def resume_point(attempt: Attempt) -> ResumePoint | None:
 
 
 def attempt_public(attempt: Attempt) -> AttemptPublic:
+    roles = rank_roles(attempt)
     return AttemptPublic(
         number=attempt.number,
         status=attempt.status,
@@ -98,7 +99,7 @@ def attempt_public(attempt: Attempt) -> AttemptPublic:
         failure_code=attempt.failure_code,
         failure_reason=attempt.failure_reason,
         resume_from=resume_point(attempt),
-        tasks=[task_public(t, rank_roles(attempt)) for t in attempt.tasks],
+        tasks=[task_public(t, roles) for t in attempt.tasks],
     )
 
 

@@ -8,16 +8,17 @@ from collections.abc import AsyncIterator
 from typing import Annotated
 
 import anyio
-from fastapi import APIRouter, Header, Query, Request
+from fastapi import APIRouter, Header, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from tessera_api.deps import Principal, SessionDep
+from tessera_api.deps import ReadsDep
 from tessera_api.errors import problem_responses
 from tessera_api.event_hub import EventHub
 from tessera_api.models import Event, Job
 from tessera_api.routes.paging import MAX_ROW_ID, Key
+from tessera_api.security import Caller
 from tessera_api.services import jobs
 from tessera_api.states import JOB_TERMINAL, JobStatus
 
@@ -25,6 +26,9 @@ router = APIRouter(prefix="/jobs", tags=["events"])
 
 KEEPALIVE_S = 15.0
 BATCH = 500
+RETRY = "retry: 2000\n\n"
+"""How long a client waits before it reconnects, sent first."""
+HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 @router.get(
@@ -35,10 +39,9 @@ BATCH = 500
         **problem_responses(403, 404),
     },
 )
-def stream_events(
+async def stream_events(
     job_id: Key,
-    caller: Principal,
-    session: SessionDep,
+    reads: ReadsDep,
     request: Request,
     last_event_id: Annotated[int | None, Header(alias="Last-Event-ID", ge=0, le=MAX_ROW_ID)] = None,
     after: Annotated[
@@ -46,18 +49,46 @@ def stream_events(
     ] = None,
     once: Annotated[bool, Query(description="Send what is stored now, then end")] = False,
     timeout_s: Annotated[float | None, Query(gt=0, le=3600, description="End after")] = None,
-) -> StreamingResponse:
+) -> Response:
     """Stream a job's status changes and metric summaries; ends when the job has finished."""
-    jobs.get_job(session, job_id=job_id, caller=caller)
-    # the request's session lives as long as the stream: give its connection back now
-    session.close()
     cursor = last_event_id if last_event_id is not None else (after or 0)
+
+    def read(session: Session, caller: Caller) -> str | None:
+        jobs.get_job(session, job_id=job_id, caller=caller)
+        if not once:
+            return None
+        # all of it is at hand: read in the same trip, sent in one answer
+        return RETRY + "".join(_format(event) for event in _stored(session, job_id, cursor))
+
+    stored = await reads(read)
+    if stored is not None:
+        return Response(stored, media_type="text/event-stream", headers=HEADERS)
+    # the stream holds no session between its reads: each read takes one of its own
     factory: sessionmaker[Session] = request.app.state.session_factory
     body = _events(factory, request, job_id=job_id, cursor=cursor, once=once, timeout_s=timeout_s)
-    return StreamingResponse(
-        body,
-        media_type="text/event-stream",
-        headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+    return StreamingResponse(body, media_type="text/event-stream", headers=HEADERS)
+
+
+def _stored(session: Session, job_id: str, cursor: int) -> list[Event]:
+    """Every event of the job after ``cursor``."""
+    events: list[Event] = []
+    while True:
+        batch = _after(session, job_id, cursor)
+        events += batch
+        if len(batch) < BATCH:
+            return events
+        cursor = batch[-1].id
+
+
+def _after(session: Session, job_id: str, cursor: int) -> list[Event]:
+    """At most ``BATCH`` events of the job after ``cursor``."""
+    return list(
+        session.scalars(
+            select(Event)
+            .where(Event.job_id == job_id, Event.id > cursor)
+            .order_by(Event.id)
+            .limit(BATCH)
+        )
     )
 
 
@@ -65,14 +96,9 @@ def _fetch(factory: sessionmaker[Session], job_id: str, cursor: int) -> tuple[li
     """Events after ``cursor`` and whether the job has finished (or is gone)."""
     with factory() as session:
         status = session.scalar(select(Job.status).where(Job.id == job_id))
-        events = session.scalars(
-            select(Event)
-            .where(Event.job_id == job_id, Event.id > cursor)
-            .order_by(Event.id)
-            .limit(BATCH)
-        ).all()
+        events = _after(session, job_id, cursor)
         finished = status is None or JobStatus(status) in JOB_TERMINAL
-        return list(events), finished
+        return events, finished
 
 
 def _format(event: Event) -> str:
@@ -90,14 +116,14 @@ async def _events(
     timeout_s: float | None,
 ) -> AsyncIterator[str]:
     hub: EventHub = request.app.state.event_hub
-    yield "retry: 2000\n\n"
+    yield RETRY
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
         ticket = hub.ticket(job_id)  # before reading: a commit from now on wakes it
         events, finished = await anyio.to_thread.run_sync(_fetch, factory, job_id, cursor)
-        for event in events:
-            yield _format(event)
-            cursor = event.id
+        if events:
+            yield "".join(_format(event) for event in events)  # one write, not one per event
+            cursor = events[-1].id
         if len(events) == BATCH:
             continue
         if once or (finished and not events):

@@ -7,10 +7,12 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Response
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
-from tessera_api.deps import DispatcherDep, Principal, SessionDep, SpecsDep
+from tessera_api.deps import DispatcherDep, Principal, ReadsDep, SessionDep, SpecsDep
 from tessera_api.errors import problem_responses
 from tessera_api.models import StatusTransition
+from tessera_api.routes.encoded import encoded
 from tessera_api.routes.paging import Key, Limit, Name63Query, Offset
 from tessera_api.schemas import (
     AS_NAME,
@@ -23,6 +25,7 @@ from tessera_api.schemas import (
     Page,
     TransitionPublic,
 )
+from tessera_api.security import Caller
 from tessera_api.services import approvals, jobs, lifecycle
 from tessera_api.services.jobs import JobSort
 from tessera_api.states import JobStatus
@@ -81,10 +84,9 @@ def create_job(
     return job_public(job)
 
 
-@router.get("")
-def list_jobs(
-    caller: Principal,
-    session: SessionDep,
+@router.get("", response_model=Page[JobSummary])
+async def list_jobs(
+    reads: ReadsDep,
     status: JobStatus | None = None,
     algorithm: Name63Query = None,
     party: Name63Query = None,
@@ -100,27 +102,36 @@ def list_jobs(
     ] = False,
     limit: Limit = 50,
     offset: Offset = 0,
-) -> Page[JobSummary]:
+) -> Response:
     """List the jobs the caller may see, filtered and sorted."""
-    rows, total = jobs.list_jobs(
-        session,
-        caller=caller,
-        status=status,
-        algorithm=algorithm,
-        party=party,
-        name_contains=q,
-        sort=sort,
-        limit=limit,
-        offset=offset,
-        awaiting_approval=awaiting_approval,
-    )
-    return Page[JobSummary](data=job_summaries(session, rows), count=total)
+
+    def read(session: Session, caller: Caller) -> Response:
+        rows, total = jobs.list_jobs(
+            session,
+            caller=caller,
+            status=status,
+            algorithm=algorithm,
+            party=party,
+            name_contains=q,
+            sort=sort,
+            limit=limit,
+            offset=offset,
+            awaiting_approval=awaiting_approval,
+        )
+        return encoded(Page[JobSummary](data=job_summaries(session, rows), count=total))
+
+    return await reads(read)
 
 
-@router.get("/{job_id}", responses=problem_responses(403, 404))
-def get_job(job_id: Key, caller: Principal, session: SessionDep) -> JobPublic:
+@router.get("/{job_id}", response_model=JobPublic, responses=problem_responses(403, 404))
+async def get_job(job_id: Key, reads: ReadsDep) -> Response:
     """Get a job with its assignments, attempts and per-task status."""
-    return job_public(jobs.get_job(session, job_id=job_id, caller=caller))
+
+    def read(session: Session, caller: Caller) -> Response:
+        job = jobs.get_job(session, job_id=job_id, caller=caller, with_tasks=True)
+        return encoded(job_public(job))
+
+    return await reads(read)
 
 
 @router.post("/{job_id}/cancel", responses=problem_responses(403, 404, 409))

@@ -9,7 +9,7 @@ from typing import Literal
 
 from pydantic import ValidationError
 from sqlalchemy import Select, delete, func, select
-from sqlalchemy.orm import Session
+from sqlalchemy.orm import Session, defer, joinedload
 
 from tessera_api.errors import ApiError, conflict, field_errors, forbidden, invalid, not_found
 from tessera_api.models import Approval, Attempt, Job, Party, RoleAssignment
@@ -139,11 +139,22 @@ def can_see_job(session: Session, *, job_id: str, caller: Caller) -> bool:
     return bool(held)
 
 
+_WITH_TASKS = (joinedload(Job.attempts).joinedload(Attempt.tasks),)
+"""A job's attempts and their tasks, read with the job: one query instead of one per attempt
+(the assignments and approvals are left to their own queries: joined too, the rows would be
+their product)."""
+
+
 def get_job(
-    session: Session, *, job_id: str, caller: Caller, hidden_as_missing: bool = False
+    session: Session,
+    *,
+    job_id: str,
+    caller: Caller,
+    hidden_as_missing: bool = False,
+    with_tasks: bool = False,
 ) -> Job:
     """The job if the caller may see it; 403 otherwise (404 with ``hidden_as_missing``)."""
-    job = session.get(Job, job_id)
+    job = session.get(Job, job_id, options=_WITH_TASKS if with_tasks else ())
     if job is None:
         raise not_found("job", job_id)
     if not can_see_job(session, job_id=job_id, caller=caller):
@@ -166,7 +177,7 @@ def list_jobs(
     name_contains: str | None = None,
     awaiting_approval: bool = False,
 ) -> tuple[list[Job], int]:
-    query = select(Job)
+    query = select(Job).options(defer(Job.config))  # a summary leaves the config out
     if caller.party is not None:
         query = query.where(Job.id.in_(_jobs_of_party(caller.party.id)))
     if awaiting_approval:
@@ -185,11 +196,11 @@ def list_jobs(
     if name_contains:
         pattern = name_contains.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
         query = query.where(Job.name.ilike(f"%{pattern}%", escape="\\"))
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
     column = {"created_at": Job.created_at, "name": Job.name, "priority": Job.priority}[
         sort.lstrip("-")
     ]
     order = column.desc() if sort.startswith("-") else column.asc()
+    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
     rows = session.scalars(query.order_by(order, Job.id).limit(limit).offset(offset)).all()
     return list(rows), total
 

@@ -56,6 +56,33 @@ def test_stream_serves_status_and_metrics_and_resumes(client: TestClient) -> Non
     assert ("running", "failed") in [(e.get("from"), e.get("to")) for e in later]
 
 
+def test_once_and_the_stream_send_the_same_events_past_one_read(
+    client: TestClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tessera_api.routes import events as events_route
+
+    monkeypatch.setattr(events_route, "BATCH", 2)  # reads of two events: many reads
+    job = running_job(client)
+    for step in range(5):
+        point = {"rank": 0, "name": "loss", "step": step, "value": 1.0 / (step + 1)}
+        sent = client.post(
+            f"{API}/jobs/{job.id}/metrics",
+            json={"task_id": job.alice_task, "points": [point]},
+            headers=job.alice.auth,
+        )
+        assert sent.status_code == 204
+    once = client.get(f"{API}/jobs/{job.id}/events?once=true", headers=ADMIN)
+    assert once.text.startswith("retry: 2000\n\n")
+    stored = parse(once.text)
+    assert [e["last_step"] for e in stored if e["event"] == "metrics"] == [0, 1, 2, 3, 4]
+    streamed = client.get(f"{API}/jobs/{job.id}/events?timeout_s=0.3", headers=ADMIN)
+    assert parse(streamed.text) == stored
+    after = client.get(
+        f"{API}/jobs/{job.id}/events?once=true&after={stored[2]['id']}", headers=ADMIN
+    )
+    assert parse(after.text) == stored[3:]
+
+
 def test_stream_of_a_live_job_ends_at_its_timeout(client: TestClient) -> None:
     job = running_job(client)
     response = client.get(f"{API}/jobs/{job.id}/events?timeout_s=0.3", headers=ADMIN)

@@ -137,7 +137,9 @@ def test_list_paginates_filters_and_sorts(client: TestClient) -> None:
     assert first["count"] == 6
     assert [j["name"] for j in first["data"]] == ["a0", "a1"]
     second = client.get(f"{API}/jobs?limit=2&offset=2&sort=name", headers=ADMIN).json()
-    assert [j["name"] for j in second["data"]] == ["a2", "a3"]
+    assert [j["name"] for j in second["data"]] == ["a2", "a3"] and second["count"] == 6
+    past_the_end = client.get(f"{API}/jobs?limit=2&offset=10", headers=ADMIN).json()
+    assert past_the_end == {"data": [], "count": 6}
     by_priority = client.get(f"{API}/jobs?sort=-priority&party={a.name}", headers=ADMIN).json()
     assert [j["name"] for j in by_priority["data"]] == ["a4", "a3", "a2", "a1", "a0"]
     assert client.get(f"{API}/jobs?party={b.name}", headers=ADMIN).json()["count"] == 1
