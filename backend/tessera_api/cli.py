@@ -8,7 +8,7 @@ import sys
 # subcommand -> (module with ``main(argv) -> int``, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "api": ("tessera_api.serve", "serve the control plane (migrates the database first)"),
-    "up": ("tessera_worker.up", "start the control plane, a local worker and the dashboard"),
+    "up": ("tessera_api.up", "start the control plane, a local worker and the dashboard"),
     "worker": ("tessera_worker.cli", "run one party's worker"),
     "bench": (
         "tessera_ml.bench.cli",

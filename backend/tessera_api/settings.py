@@ -9,13 +9,9 @@ from typing import Self
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from tessera_worker.home import default_home
+
 DEFAULT_ADMIN_TOKEN = "tessera-dev-admin-token"
-
-
-def default_home() -> Path:
-    """``~/.tessera`` when a home directory exists, else ``./.tessera``."""
-    home = Path("~").expanduser()
-    return home / ".tessera" if home.is_dir() else Path(".tessera").resolve()
 
 
 class Mode(StrEnum):

@@ -15,11 +15,11 @@ from urllib.parse import urlparse
 
 import httpx
 
-from tessera_api.settings import default_home
 from tessera_worker import hardware, procs
 from tessera_worker.agent import Agent
 from tessera_worker.broker import EMBEDDED, celery_settings, redact
 from tessera_worker.client import ApiError, ControlPlane
+from tessera_worker.home import default_home
 from tessera_worker.identity import WorkerIdentity
 from tessera_worker.launcher import LaunchSettings
 from tessera_worker.runtime import Runtime

@@ -18,12 +18,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from tessera_api.demo import DEMO_PARTIES, ensure_party, token_file
 from tessera_api.serve import SHUTDOWN_GRACE_S, add_tls_arguments, tls_problem
 from tessera_api.settings import DEFAULT_ADMIN_TOKEN, Mode, Settings
 from tessera_worker import procs
 from tessera_worker.broker import EMBEDDED, redact
 from tessera_worker.cli import SLUG, UsageError
-from tessera_worker.demo import DEMO_PARTIES, ensure_party, token_file
 from tessera_worker.launcher import SECRET_NAME
 
 USAGE_EXIT = 2
