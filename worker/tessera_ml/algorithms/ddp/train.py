@@ -11,47 +11,21 @@ from torch import nn
 from tessera_ml.algorithms.ddp.spec import DDPConfig
 from tessera_ml.comm.base import Communicator, Group
 from tessera_ml.context import RankContext
-from tessera_ml.data.partition import shard_dataset
-from tessera_ml.data.resolver import resolve
-from tessera_ml.data.tabular import Dataset, Table
-from tessera_ml.metrics import accuracy, auc
+from tessera_ml.data.tabular import Dataset
 from tessera_ml.models.zoo import build_model, seeded
 from tessera_ml.netns import testbed_link_bytes
+from tessera_ml.training import pieces
+from tessera_ml.training.pieces import (
+    batch_indices,
+    evaluate,
+    loss_function,
+    make_optimizer,
+    sync_buffers,
+)
 
 
 def rank_dataset(ctx: RankContext, cfg: DDPConfig) -> Dataset:
-    """A party's own dataset is sharded over its processes; the job's over all trainers."""
-    if ctx.slot.dataset:
-        own = [s for s in ctx.plan if s.assignment_index == ctx.slot.assignment_index]
-        return shard_dataset(
-            resolve(ctx.slot.dataset, ctx.data_root), ctx.slot.local_index, len(own)
-        )
-    trainers = ctx.ranks_of("trainer")
-    return shard_dataset(resolve(cfg.dataset, ctx.data_root), ctx.slot.role_rank, len(trainers))
-
-
-def batch_indices(rows: int, batch_size: int, seed: int, rank: int, step: int) -> torch.Tensor:
-    """Rows of this rank's shard for one step: a pure function, so a resumed run repeats it."""
-    generator = torch.Generator().manual_seed(seed * 1_000_003 + rank * 7919 + step)
-    return torch.randint(0, rows, (batch_size,), generator=generator)
-
-
-def loss_function(data: Dataset) -> nn.Module:
-    if data.task == "classification":
-        return nn.CrossEntropyLoss()
-    if data.task == "binary":
-        return nn.BCEWithLogitsLoss()
-    return nn.MSELoss()
-
-
-def make_optimizer(cfg: DDPConfig, params: list[nn.Parameter]) -> torch.optim.Optimizer:
-    if cfg.optimizer == "sgd":
-        return torch.optim.SGD(
-            params, lr=cfg.lr, momentum=cfg.momentum, weight_decay=cfg.weight_decay
-        )
-    if cfg.optimizer == "adam":
-        return torch.optim.Adam(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    return torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    return pieces.rank_dataset(ctx, cfg, "trainer")
 
 
 def flat_all_reduce(comm: Communicator, params: list[nn.Parameter], group: Group) -> None:
@@ -71,18 +45,6 @@ def flat_all_reduce(comm: Communicator, params: list[nn.Parameter], group: Group
         offset += n
 
 
-def sync_buffers(comm: Communicator, model: nn.Module, group: Group) -> None:
-    """Average floating-point buffers (batch-norm statistics) so every rank evaluates alike."""
-    buffers = [b for b in model.buffers() if b.is_floating_point()]
-    if buffers:
-        flat = torch.cat([b.reshape(-1) for b in buffers])
-        comm.all_reduce(flat, "avg", group)
-        offset = 0
-        for b in buffers:
-            b.copy_(flat[offset : offset + b.numel()].view_as(b))
-            offset += b.numel()
-
-
 def broadcast_parameters(comm: Communicator, model: nn.Module, group: Group) -> None:
     """Start every rank from rank 0's initial weights (custom models may ignore the seed)."""
     tensors = list(model.state_dict().values())
@@ -92,26 +54,6 @@ def broadcast_parameters(comm: Communicator, model: nn.Module, group: Group) -> 
     for t in tensors:
         t.copy_(flat[offset : offset + t.numel()].view_as(t).to(t.dtype))
         offset += t.numel()
-
-
-@torch.no_grad()
-def evaluate(
-    model: nn.Module, data: Dataset, criterion: nn.Module, device: torch.device
-) -> dict[str, float]:
-    test: Table = data.test
-    if test.y is None:
-        return {}
-    model.eval()
-    out = model(test.x.to(device)).cpu()
-    model.train()
-    target = test.y.reshape(out.shape) if data.task != "classification" else test.y
-    results = {"eval_loss": float(criterion(out, target))}
-    if data.task == "classification":
-        results["accuracy"] = accuracy(out, test.y)
-    elif data.task == "binary":
-        results["accuracy"] = accuracy(out, test.y)
-        results["auc"] = auc(out, test.y)
-    return results
 
 
 def state_bytes(params: list[nn.Parameter], optimizer: torch.optim.Optimizer) -> int:

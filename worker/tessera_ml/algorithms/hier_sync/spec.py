@@ -7,7 +7,6 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from tessera_ml.algorithms.ddp.spec import TrainingConfig
 from tessera_ml.algorithms.hier_sync.slicing import SlicingMode
 from tessera_ml.algorithms.hier_sync.topology import ROLE, TopologyError, topology_from_plan
 from tessera_ml.spec import (
@@ -18,6 +17,7 @@ from tessera_ml.spec import (
     RankSlot,
     RoleSpec,
 )
+from tessera_ml.training.config import TrainingConfig
 
 
 class HierSyncConfig(TrainingConfig):

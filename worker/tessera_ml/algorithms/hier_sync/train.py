@@ -8,7 +8,6 @@ from typing import Any, cast
 import torch
 from torch import nn
 
-from tessera_ml.algorithms.ddp.train import evaluate, loss_function, sync_buffers
 from tessera_ml.algorithms.hier_sync.capacity import agreed_fractions
 from tessera_ml.algorithms.hier_sync.flat import FlatParams
 from tessera_ml.algorithms.hier_sync.spec import HierSyncConfig
@@ -18,19 +17,12 @@ from tessera_ml.algorithms.hier_sync.workload import batch, rank_dataset, rank_m
 from tessera_ml.context import RankContext
 from tessera_ml.netns import testbed_link_bytes
 from tessera_ml.pace import Pace, pace_option
+from tessera_ml.training import pieces
+from tessera_ml.training.pieces import evaluate, loss_function, sync_buffers
 
 
 def make_optimizer(config: HierSyncConfig) -> OptimizerFactory:
-    def build(params: list[torch.Tensor]) -> torch.optim.Optimizer:
-        if config.optimizer == "sgd":
-            return torch.optim.SGD(
-                params, lr=config.lr, momentum=config.momentum, weight_decay=config.weight_decay
-            )
-        if config.optimizer == "adam":
-            return torch.optim.Adam(params, lr=config.lr, weight_decay=config.weight_decay)
-        return torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
-
-    return build
+    return lambda params: pieces.make_optimizer(config, params)
 
 
 class Trainer:

@@ -11,25 +11,17 @@ from typing import cast
 import torch
 from torch import nn
 
-from tessera_ml.algorithms.ddp.train import batch_indices
 from tessera_ml.algorithms.hier_sync.spec import HierSyncConfig
 from tessera_ml.algorithms.hier_sync.topology import ROLE
 from tessera_ml.context import RankContext
-from tessera_ml.data.partition import shard_dataset
-from tessera_ml.data.resolver import resolve
 from tessera_ml.data.tabular import Dataset
 from tessera_ml.models.zoo import build_model, seeded
+from tessera_ml.training import pieces
+from tessera_ml.training.pieces import batch_indices
 
 
 def rank_dataset(ctx: RankContext, config: HierSyncConfig) -> Dataset:
-    """A party's own dataset is sharded over its devices; the job's over all devices."""
-    if ctx.slot.dataset:
-        own = [s for s in ctx.plan if s.assignment_index == ctx.slot.assignment_index]
-        return shard_dataset(
-            resolve(ctx.slot.dataset, ctx.data_root), ctx.slot.local_index, len(own)
-        )
-    devices = ctx.ranks_of(ROLE)
-    return shard_dataset(resolve(config.dataset, ctx.data_root), ctx.slot.role_rank, len(devices))
+    return pieces.rank_dataset(ctx, config, ROLE)
 
 
 def rank_model(config: HierSyncConfig, data: Dataset, device: torch.device) -> nn.Module:

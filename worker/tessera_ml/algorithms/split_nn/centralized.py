@@ -20,7 +20,6 @@ from tessera_ml.algorithms.split_nn.models import (
     combine,
     combined_width,
     loss_sum,
-    make_optimizer,
     middle_model,
     output_width,
     top_model,
@@ -30,6 +29,7 @@ from tessera_ml.algorithms.split_nn.schedule import batch_rows
 from tessera_ml.algorithms.split_nn.spec import SPEC, SplitNNConfig
 from tessera_ml.data.tabular import Task
 from tessera_ml.spec import Assignment
+from tessera_ml.training.pieces import make_optimizer
 
 
 class ComposedNetwork(nn.Module):

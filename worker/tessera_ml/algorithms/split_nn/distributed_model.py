@@ -31,12 +31,12 @@ from tessera_ml.algorithms.split_nn.models import (
     combine,
     combined_width,
     loss_sum,
-    make_optimizer,
     output_width,
 )
 from tessera_ml.algorithms.split_nn.spec import SplitNNConfig
 from tessera_ml.comm.base import Communicator
 from tessera_ml.data.tabular import Task
+from tessera_ml.training.pieces import make_optimizer
 
 ModelFactory = Callable[[int], nn.Module]
 """Builds a model from its input width (known once the cut shapes are agreed)."""

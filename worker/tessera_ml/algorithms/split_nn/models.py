@@ -129,9 +129,3 @@ def loss_sum(logits: torch.Tensor, y: torch.Tensor, task: Task) -> torch.Tensor:
     if task == "binary":
         return F.binary_cross_entropy_with_logits(logits[:, 0], y.to(logits.dtype), reduction="sum")
     return F.mse_loss(logits[:, 0], y.to(logits.dtype), reduction="sum")
-
-
-def make_optimizer(cfg: SplitNNConfig, params: list[nn.Parameter]) -> torch.optim.Optimizer:
-    if cfg.optimizer == "adam":
-        return torch.optim.Adam(params, lr=cfg.lr)
-    return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum)

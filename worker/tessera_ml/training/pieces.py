@@ -1,0 +1,101 @@
+"""The rank's shard and rows per step, the loss, the optimizer and evaluation of
+data-parallel training."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Protocol
+
+import torch
+from torch import nn
+
+from tessera_ml.comm.base import Communicator, Group
+from tessera_ml.context import RankContext
+from tessera_ml.data.partition import shard_dataset
+from tessera_ml.data.resolver import resolve
+from tessera_ml.data.tabular import Dataset, Table
+from tessera_ml.metrics import accuracy, auc
+from tessera_ml.training.config import TrainingConfig
+
+
+class OptimizerSettings(Protocol):
+    @property
+    def optimizer(self) -> str: ...
+    @property
+    def lr(self) -> float: ...
+    @property
+    def momentum(self) -> float: ...
+
+
+def make_optimizer(
+    settings: OptimizerSettings, params: Sequence[torch.Tensor]
+) -> torch.optim.Optimizer:
+    """``sgd`` (with momentum), ``adam`` or ``adamw``; weight decay where the settings have it."""
+    decay = float(getattr(settings, "weight_decay", 0.0))
+    if settings.optimizer == "sgd":
+        return torch.optim.SGD(
+            list(params), lr=settings.lr, momentum=settings.momentum, weight_decay=decay
+        )
+    if settings.optimizer == "adam":
+        return torch.optim.Adam(list(params), lr=settings.lr, weight_decay=decay)
+    if settings.optimizer == "adamw":
+        return torch.optim.AdamW(list(params), lr=settings.lr, weight_decay=decay)
+    raise ValueError(f"unknown optimizer {settings.optimizer!r}")
+
+
+def rank_dataset(ctx: RankContext, config: TrainingConfig, role: str) -> Dataset:
+    """A party's own dataset is sharded over its processes; the job's over all ranks of
+    ``role``."""
+    if ctx.slot.dataset:
+        own = [s for s in ctx.plan if s.assignment_index == ctx.slot.assignment_index]
+        return shard_dataset(
+            resolve(ctx.slot.dataset, ctx.data_root), ctx.slot.local_index, len(own)
+        )
+    ranks = ctx.ranks_of(role)
+    return shard_dataset(resolve(config.dataset, ctx.data_root), ctx.slot.role_rank, len(ranks))
+
+
+def batch_indices(rows: int, batch_size: int, seed: int, rank: int, step: int) -> torch.Tensor:
+    """Rows of this rank's shard for one step: a pure function, so a resumed run repeats it."""
+    generator = torch.Generator().manual_seed(seed * 1_000_003 + rank * 7919 + step)
+    return torch.randint(0, rows, (batch_size,), generator=generator)
+
+
+def loss_function(data: Dataset) -> nn.Module:
+    if data.task == "classification":
+        return nn.CrossEntropyLoss()
+    if data.task == "binary":
+        return nn.BCEWithLogitsLoss()
+    return nn.MSELoss()
+
+
+def sync_buffers(comm: Communicator, model: nn.Module, group: Group) -> None:
+    """Average floating-point buffers (batch-norm statistics) so every rank evaluates alike."""
+    buffers = [b for b in model.buffers() if b.is_floating_point()]
+    if buffers:
+        flat = torch.cat([b.reshape(-1) for b in buffers])
+        comm.all_reduce(flat, "avg", group)
+        offset = 0
+        for b in buffers:
+            b.copy_(flat[offset : offset + b.numel()].view_as(b))
+            offset += b.numel()
+
+
+@torch.no_grad()
+def evaluate(
+    model: nn.Module, data: Dataset, criterion: nn.Module, device: torch.device
+) -> dict[str, float]:
+    test: Table = data.test
+    if test.y is None:
+        return {}
+    model.eval()
+    out = model(test.x.to(device)).cpu()
+    model.train()
+    target = test.y.reshape(out.shape) if data.task != "classification" else test.y
+    results = {"eval_loss": float(criterion(out, target))}
+    if data.task == "classification":
+        results["accuracy"] = accuracy(out, test.y)
+    elif data.task == "binary":
+        results["accuracy"] = accuracy(out, test.y)
+        results["auc"] = auc(out, test.y)
+    return results
