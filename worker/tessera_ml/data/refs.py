@@ -22,6 +22,8 @@ from urllib.parse import parse_qsl
 
 from pydantic import AfterValidator, StringConstraints
 
+from tessera_ml.errors import CodedError
+
 SCHEMES = ("sklearn", "generated", "file")
 SKLEARN_SETS = ("digits", "breast_cancer", "wine", "diabetes")
 GENERATED_SETS = ("clicks",)
@@ -35,13 +37,8 @@ SCHEME_OPTIONS: dict[str, frozenset[str]] = {
 _SHARD = re.compile(r"^(\d+)/(\d+)$")
 
 
-class DataRefError(ValueError):
+class DataRefError(CodedError):
     """A dataset reference that cannot be parsed or resolved."""
-
-    def __init__(self, code: str, reason: str) -> None:
-        super().__init__(reason)
-        self.code = code
-        self.reason = reason
 
 
 @dataclass(frozen=True)

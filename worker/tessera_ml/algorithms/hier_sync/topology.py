@@ -11,18 +11,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tessera_ml.errors import CodedError
 from tessera_ml.spec import RankSlot
 
 ROLE = "node"
 
 
-class TopologyError(ValueError):
+class TopologyError(CodedError):
     """The assignments cannot be cut into nodes of the same size."""
 
     def __init__(self, code: str, reason: str, assignment_index: int | None = None) -> None:
-        super().__init__(reason)
-        self.code = code
-        self.reason = reason
+        super().__init__(code, reason)
         self.assignment_index = assignment_index
 
 

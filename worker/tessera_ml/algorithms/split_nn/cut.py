@@ -16,15 +16,11 @@ import torch
 
 from tessera_ml.algorithms.split_nn.codecs import Codec
 from tessera_ml.comm.base import Communicator, Work
+from tessera_ml.errors import CodedError
 
 
-class CutError(ValueError):
+class CutError(CodedError):
     """The two sides of a cut disagree on what crosses it."""
-
-    def __init__(self, code: str, reason: str) -> None:
-        super().__init__(reason)
-        self.code = code
-        self.reason = reason
 
 
 @dataclass(frozen=True)
