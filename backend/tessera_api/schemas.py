@@ -117,6 +117,9 @@ class RolePublic(BaseModel):
     min: int
     max: int | None
     description: str = ""
+    max_processes: int | None = Field(
+        default=None, description="Processes one party may run for the role (null: no limit)"
+    )
 
 
 class AlgorithmPublic(BaseModel):

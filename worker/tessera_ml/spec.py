@@ -16,6 +16,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from tessera_ml.errors import CodedError
+
 SLUG = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
 
 
@@ -87,7 +89,7 @@ def code_targets(
     return found
 
 
-class PlanError(ValueError):
+class PlanError(CodedError):
     """A job's role assignments or configuration cannot be turned into a rank plan.
 
     ``loc`` is the path of the offending field in the job-creation request, e.g.
@@ -95,14 +97,14 @@ class PlanError(ValueError):
     """
 
     def __init__(self, code: str, reason: str, loc: Sequence[str | int] = ()) -> None:
-        super().__init__(reason)
-        self.code = code
-        self.reason = reason
+        super().__init__(code, reason)
         self.loc = tuple(loc)
 
 
 class RoleSpec(BaseModel):
-    """A role of an algorithm with how many parties may play it (``max`` None: unbounded)."""
+    """A role of an algorithm with how many parties may play it (``max`` None: unbounded) and
+    how many processes one party may run for it (``max_processes`` None: up to the limit of
+    an assignment)."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -110,6 +112,7 @@ class RoleSpec(BaseModel):
     min: int = Field(ge=0)
     max: int | None = None
     description: str = ""
+    max_processes: int | None = Field(default=None, ge=1)
 
 
 class Assignment(BaseModel):
@@ -185,7 +188,8 @@ class AlgorithmSpec:
         """Role names, (party, role) uniqueness and role cardinality."""
         seen: set[tuple[str, str]] = set()
         for i, a in enumerate(assignments):
-            if self.role(a.role) is None:
+            role = self.role(a.role)
+            if role is None:
                 known = ", ".join(r.name for r in self.roles)
                 raise PlanError(
                     "unknown_role",
@@ -199,6 +203,14 @@ class AlgorithmSpec:
                     ("assignments", i),
                 )
             seen.add((a.party, a.role))
+            most = role.max_processes
+            if most is not None and a.processes > most:
+                raise PlanError(
+                    "too_many_processes",
+                    f"a party runs at most {most} process{'es' if most > 1 else ''} for role "
+                    f"{a.role!r}, {a.party!r} asks for {a.processes}",
+                    ("assignments", i, "processes"),
+                )
             if a.capacity is not None and len(a.capacity) != a.processes:
                 raise PlanError(
                     "capacity_length",

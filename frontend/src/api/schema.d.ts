@@ -1182,6 +1182,11 @@ export interface components {
             description: string;
             /** Max */
             max: number | null;
+            /**
+             * Max Processes
+             * @description Processes one party may run for the role (null: no limit)
+             */
+            max_processes?: number | null;
             /** Min */
             min: number;
             /** Name */

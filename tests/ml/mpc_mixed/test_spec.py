@@ -32,7 +32,7 @@ def test_registered_and_plans_compute_ranks_first() -> None:
     [
         ({2: {"party": "alice", "role": "dealer"}}, "dealer_computes"),
         ({1: {"party": "alice", "role": "compute"}}, "duplicate_assignment"),
-        ({0: {"party": "alice", "role": "compute", "processes": 2}}, "single_process"),
+        ({0: {"party": "alice", "role": "compute", "processes": 2}}, "too_many_processes"),
     ],
 )
 def test_rejects_insecure_or_unsupported_plans(

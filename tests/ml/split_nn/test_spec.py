@@ -53,7 +53,7 @@ def test_role_cardinality_is_enforced(roles: tuple[str, ...], code: str) -> None
 def test_one_process_per_party_and_a_dataless_middle() -> None:
     with pytest.raises(PlanError) as err:
         SPEC.make_plan(_assign("feature", "label", processes=2), SplitNNConfig())
-    assert err.value.code == "one_process_per_party"
+    assert err.value.code == "too_many_processes"
     middle_with_data = [
         Assignment(party="a", role="feature"),
         Assignment(party="m", role="middle", dataset="sklearn:digits"),

@@ -102,10 +102,30 @@ class MpcMixedConfig(AlgorithmConfig):
 
 
 ROLES = (
-    RoleSpec(name="compute", min=2, max=2, description="Holds additive shares and computes"),
-    RoleSpec(name="dealer", min=1, max=1, description="Generates correlated randomness"),
-    RoleSpec(name="features", min=1, max=1, description="Secret-shares the sample features"),
-    RoleSpec(name="labels", min=1, max=1, description="Secret-shares the labels; sees metrics"),
+    RoleSpec(
+        name="compute",
+        min=2,
+        max=2,
+        description="Holds additive shares and computes",
+        max_processes=1,
+    ),
+    RoleSpec(
+        name="dealer", min=1, max=1, description="Generates correlated randomness", max_processes=1
+    ),
+    RoleSpec(
+        name="features",
+        min=1,
+        max=1,
+        description="Secret-shares the sample features",
+        max_processes=1,
+    ),
+    RoleSpec(
+        name="labels",
+        min=1,
+        max=1,
+        description="Secret-shares the labels; sees metrics",
+        max_processes=1,
+    ),
 )
 
 
@@ -115,13 +135,6 @@ class MpcMixedSpec(AlgorithmSpec):
         self, assignments: Sequence[Assignment], config: AlgorithmConfig, slots: list[RankSlot]
     ) -> None:
         assert isinstance(config, MpcMixedConfig)
-        for i, a in enumerate(assignments):
-            if a.processes != 1:
-                raise PlanError(
-                    "single_process",
-                    f"role {a.role!r} runs one process per party",
-                    ("assignments", i, "processes"),
-                )
         compute = [a.party for a in assignments if a.role == "compute"]
         dealer = next(a.party for a in assignments if a.role == "dealer")
         if compute[0] == compute[1]:

@@ -132,12 +132,6 @@ class SplitNNSpec(AlgorithmSpec):
     ) -> None:
         assert isinstance(config, SplitNNConfig)
         for i, a in enumerate(assignments):
-            if a.processes != 1:
-                raise PlanError(
-                    "one_process_per_party",
-                    f"each split_nn party runs one process, {a.party!r} asks for {a.processes}",
-                    ("assignments", i, "processes"),
-                )
             if a.role == "middle" and a.dataset is not None:
                 raise PlanError(
                     "middle_has_data",
@@ -166,13 +160,21 @@ SPEC = SplitNNSpec(
             min=1,
             max=None,
             description="Holds feature columns; runs the first model",
+            max_processes=1,
         ),
-        RoleSpec(name="middle", min=0, max=1, description="Holds no data; runs the second model"),
+        RoleSpec(
+            name="middle",
+            min=0,
+            max=1,
+            description="Holds no data; runs the second model",
+            max_processes=1,
+        ),
         RoleSpec(
             name="label",
             min=1,
             max=1,
             description="Holds the labels; runs the third model and the loss",
+            max_processes=1,
         ),
     ),
     config_model=SplitNNConfig,
