@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from tessera_ml.netns import Testbed, unavailable_reason
+from tests.conftest import REQUIRE_SERVICES
 
 MakeTestbed = Callable[..., Testbed]
 
@@ -17,10 +18,13 @@ MakeTestbed = Callable[..., Testbed]
 def make_testbed() -> Iterator[MakeTestbed]:
     """``make_testbed(hosts=2, rate_mbit=100)``: a started testbed, removed after the test.
 
-    Skips the test, saying why, where network namespaces are not permitted.
+    Skips the test, saying why, where network namespaces are not permitted; fails instead under
+    ``TESSERA_REQUIRE_SERVICES=1`` (CI), where the testbed is required.
     """
     reason = unavailable_reason()
     if reason is not None:
+        if REQUIRE_SERVICES:
+            pytest.fail(f"network testbed required (TESSERA_REQUIRE_SERVICES=1): {reason}")
         pytest.skip(f"network testbed unavailable: {reason}")
     made: list[Testbed] = []
 
