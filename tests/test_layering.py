@@ -1,5 +1,6 @@
-"""Imports go one way: the worker never reaches into the control plane, and an algorithm's
-package never into another's (shared pieces live in ``tessera_ml`` itself)."""
+"""Imports go one way: the worker never reaches into the control plane, an algorithm's package
+never into another's (shared pieces live in ``tessera_ml`` itself), and algorithm code never
+into the measuring tools: a platform job runs exactly the code a benchmark measures."""
 
 from __future__ import annotations
 
@@ -51,6 +52,29 @@ def test_no_algorithm_imports_another() -> None:
         for offence in offences(package, f"tessera_ml.algorithms.{other.name}")
     ]
     assert found == []
+
+
+MEASURING_TOOLS = (
+    "tessera_ml.bench",
+    "tessera_ml.netns",
+    "tessera_ml.netcapture",
+    "tessera_ml.pace",
+    "tessera_ml.testing",
+)
+
+
+def test_algorithm_code_imports_no_measuring_tool_and_reads_no_setting() -> None:
+    found = [offence for tool in MEASURING_TOOLS for offence in offences(ALGORITHMS, tool)]
+    assert found == []
+    settings = [
+        f"{path}:{node.lineno}"
+        for path in sorted(ALGORITHMS.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value.startswith("TESSERA_")
+    ]
+    assert settings == []
 
 
 def test_the_checks_see_imports_inside_functions(tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ from typing import Any, Protocol
 import torch
 
 from tessera_ml.comm.base import Communicator
+from tessera_ml.harness import NO_HARNESS, Harness
 from tessera_ml.report import MemoryReporter, Reporter
 from tessera_ml.spec import AlgorithmConfig, RankSlot
 
@@ -25,6 +26,7 @@ class RankContext:
 
     ``plan`` is the whole world's rank plan, so every rank knows who plays which role.
     Algorithms should check ``stop.is_set()`` between steps and return early when it is.
+    ``harness`` holds what a benchmark lends the rank to measure it (nothing in a platform job).
     """
 
     rank: int
@@ -41,6 +43,7 @@ class RankContext:
     data_root: Path | None = None
     job_id: str = "local"
     attempt: int = 1
+    harness: Harness = NO_HARNESS
 
     @property
     def role(self) -> str:

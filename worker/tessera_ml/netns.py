@@ -23,10 +23,11 @@ import os
 import shutil
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING
+
+from tessera_ml.harness import LinkBytes
 
 if TYPE_CHECKING:
     from tessera_ml.netcapture import LinkCapture
@@ -49,14 +50,6 @@ class TestbedUnavailable(RuntimeError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-@dataclass(frozen=True)
-class LinkBytes:
-    """Bytes one host sent into and received from its link since the testbed started."""
-
-    sent: int
-    received: int
 
 
 def _run(*cmd: str) -> str:

@@ -22,13 +22,16 @@ import traceback
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import torch.multiprocessing as mp
 
+from tessera_ml.bench.harness import BenchHarness
 from tessera_ml.comm.base import Communicator
 from tessera_ml.context import RankContext, StopSignal
+from tessera_ml.harness import Harness
 from tessera_ml.report import MemoryReporter, MetricPoint, Reporter
 from tessera_ml.security.pki import Credentials
 
@@ -147,7 +150,7 @@ def party_world(parties: Sequence[str], addresses: Sequence[str], folder: Path) 
     return PartyWorld(tuple(parties), credentials, tuple(addresses), attempt, os.urandom(32))
 
 
-_TIMEOUT = __import__("datetime").timedelta(seconds=60)
+_TIMEOUT = timedelta(seconds=60)
 
 
 def run_world(
@@ -323,6 +326,7 @@ def rank_context(
     checkpoint_dir: str | Path | None = None,
     resume_from: str | Path | None = None,
     data_root: str | Path | None = None,
+    harness: Harness | None = None,
 ) -> RankContext:
     """The ``RankContext`` this rank of ``comm`` gets for a job planned by ``plan_job``.
 
@@ -344,6 +348,7 @@ def rank_context(
         checkpoint_dir=Path(checkpoint_dir) if checkpoint_dir else None,
         resume_from=Path(resume_from) if resume_from else None,
         data_root=Path(data_root) if data_root else None,
+        harness=harness if harness is not None else BenchHarness(),
     )
 
 
@@ -384,6 +389,7 @@ def _algorithm_rank(
     resume_from: str | None,
     data_root: str | None = None,
     sample_sent: bool = False,
+    harnesses: Sequence[Harness] | None = None,
 ) -> RankOutcome:
     samples: list[bytes] = []
     if sample_sent:
@@ -400,6 +406,7 @@ def _algorithm_rank(
         checkpoint_dir=checkpoint_dir,
         resume_from=resume_from,
         data_root=data_root,
+        harness=harnesses[comm.rank] if harnesses is not None else None,
     )
     result = entry_point(name)(ctx)
     return RankOutcome(
@@ -430,6 +437,7 @@ def run_algorithm(
     env: dict[str, str] | None = None,
     transport: Literal["mesh", "gloo"] = "mesh",
     sample_sent: bool = False,
+    harness: Harness | Sequence[Harness] | None = None,
 ) -> list[RankOutcome]:
     """Run a registered algorithm as the platform would, on a real local world.
 
@@ -443,8 +451,15 @@ def run_algorithm(
     for protocol tests, but not a substitute for a real world. ``env`` is added to every rank
     process's environment. ``sample_sent`` keeps, per rank, windows of the plaintext it sent
     to other parties (``RankOutcome.sent_samples``), to look for on a captured link.
+    ``harness`` (one for every rank, or one per rank) is what the ranks' contexts lend them to
+    be measured with; by default a ``BenchHarness`` that reads testbed link counters.
     """
     _, _, plan = plan_job(name, assignments, config or {})
+    harnesses = None
+    if harness is not None:
+        harnesses = [harness] * len(plan) if isinstance(harness, Harness) else list(harness)
+        if len(harnesses) != len(plan):
+            raise ValueError(f"{len(harnesses)} harnesses for {len(plan)} ranks")
     rank_args = (
         name,
         assignments,
@@ -453,6 +468,7 @@ def run_algorithm(
         resume_from,
         data_root,
         sample_sent,
+        harnesses,
     )
     if in_process:
         if testbed is not None or env:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import torch
 
-from tessera_ml.algorithms.hier_sync.jobs import Job, JobOutcome, run_jobs
+from tessera_ml.bench.hier_sync.jobs import Job, JobOutcome, run_jobs
 from tessera_ml.comm.base import Communicator
 from tessera_ml.testing import run_world
 from tests.ml.hier_sync.test_ring import run_collectives

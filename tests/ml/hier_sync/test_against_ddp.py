@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import torch
 
-from tessera_ml.algorithms.hier_sync.jobs import JobOutcome, ddp_params, hier_params
+from tessera_ml.bench.hier_sync.jobs import JobOutcome, ddp_params, hier_params
 from tests.ml.hier_sync.conftest import STEPS
 
 Runs = tuple[Path, dict[str, JobOutcome]]

@@ -98,18 +98,3 @@ def test_capacity_of_a_device_number_is_its_smallest_across_nodes() -> None:
     assert capacity_fractions("memory_and_compute", reports, 2) == pytest.approx([0.5, 0.5])
     with pytest.raises(ValueError, match="positive"):
         capacity_fractions("memory", [DeviceCapacity(0, 0, 0.0, 1.0)], 1)
-
-
-@pytest.mark.parametrize(
-    ("pace", "code"), [([1.0], "pace_length"), ("fast", "pace_length"), ([1.0, 0.0], "pace_value")]
-)
-def test_pace_needs_one_speed_in_0_1_per_process(pace: object, code: str) -> None:
-    with pytest.raises(PlanError) as caught:
-        _plan({"party": "alice", "role": "node", "processes": 2, "options": {"pace": pace}})
-    assert caught.value.code == code
-    assert caught.value.loc == ("assignments", 0, "options", "pace")
-
-
-def test_pace_option_is_accepted() -> None:
-    plan = _plan({"party": "alice", "role": "node", "processes": 2, "options": {"pace": [1, 0.5]}})
-    assert [s.options["pace"] for s in plan] == [[1, 0.5], [1, 0.5]]

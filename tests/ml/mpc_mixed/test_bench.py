@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tessera_ml.algorithms.mpc_mixed import bench
 from tessera_ml.bench.api import BenchArgs
+from tessera_ml.bench.mpc_mixed import bench
 from tessera_ml.report import MetricPoint
 from tessera_ml.testing import RankOutcome
 

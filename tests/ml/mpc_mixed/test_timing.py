@@ -3,8 +3,8 @@
 import torch
 
 from tessera_ml.algorithms.mpc_mixed.material import Kind, Request
-from tessera_ml.algorithms.mpc_mixed.timing import EXCHANGE, MODES, ReplayProvider, time_modes
-from tessera_ml.algorithms.mpc_mixed.traffic import one_step
+from tessera_ml.bench.mpc_mixed.timing import EXCHANGE, MODES, ReplayProvider, time_modes
+from tessera_ml.bench.mpc_mixed.traffic import one_step
 
 
 def test_replayed_material_recombines_across_the_two_parties() -> None:

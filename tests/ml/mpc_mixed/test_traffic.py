@@ -7,7 +7,7 @@ import torch
 
 from tessera_ml.algorithms.mpc_mixed.local import engines
 from tessera_ml.algorithms.mpc_mixed.material import Kind, Request
-from tessera_ml.algorithms.mpc_mixed.traffic import _CountingOps, one_step
+from tessera_ml.bench.mpc_mixed.traffic import _CountingOps, one_step
 
 
 @pytest.mark.parametrize("mode", ["mixed", "all64"])

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tessera_ml.algorithms.split_nn import bench
 from tessera_ml.bench.api import BenchArgs
 from tessera_ml.bench.cli import main
+from tessera_ml.bench.split_nn import bench
 from tests.ml.conftest import MakeTestbed
 
 

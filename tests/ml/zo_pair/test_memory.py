@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch.nn import functional as F
 
-from tessera_ml.algorithms.zo_pair.memory import peak_step_bytes, tensor_bytes
 from tessera_ml.algorithms.zo_pair.perturb import PerturbedForward, ZSource, unique_parameters
+from tessera_ml.bench.zo_pair.memory import peak_step_bytes, tensor_bytes
 from tessera_ml.models.zoo import build_model
 
 CPU = torch.device("cpu")

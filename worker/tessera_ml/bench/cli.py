@@ -1,6 +1,6 @@
 """``tessera bench NAME [--quick] [--json PATH] [--netns] [--model M] [--set key=value …]``.
 
-Imports ``tessera_ml.algorithms.NAME.bench``, runs ``bench(BenchArgs)`` (the algorithm and its
+Imports ``tessera_ml.bench.NAME.bench``, runs ``bench(BenchArgs)`` (the algorithm and its
 baseline in one invocation), prints a table and optionally writes
 ``{"algorithm": NAME, "params": {…}, "results": {…}}`` as JSON.
 """
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tessera_ml import algorithms
+from tessera_ml import bench as benches
 from tessera_ml.bench.api import BenchArgs, BenchReport
 
 EXIT_USAGE = 2
@@ -26,11 +27,13 @@ EXIT_UNAVAILABLE = 3
 
 
 def available() -> list[str]:
-    """Algorithms that ship a ``bench.py``."""
+    """Algorithms with a benchmark: a package ``tessera_ml.bench.NAME`` holding ``bench.py``
+    for an algorithm ``tessera_ml.algorithms.NAME``."""
     names = []
-    for info in pkgutil.iter_modules(algorithms.__path__):
-        folder = Path(algorithms.__path__[0]) / info.name
-        if info.ispkg and (folder / "bench.py").is_file():
+    for info in pkgutil.iter_modules(benches.__path__):
+        folder = Path(benches.__path__[0]) / info.name
+        shipped = (Path(algorithms.__path__[0]) / info.name).is_dir()
+        if info.ispkg and shipped and (folder / "bench.py").is_file():
             names.append(info.name)
     return sorted(names)
 
@@ -92,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     bench_args = BenchArgs(quick=args.quick, netns=args.netns, model=args.model, extra=extra)
     if args.netns:
         signal.signal(signal.SIGTERM, _exit_on_sigterm)  # unwind, so the testbed is removed
-    module = importlib.import_module(f"{algorithms.__name__}.{args.name}.bench")
+    module = importlib.import_module(f"{benches.__name__}.{args.name}.bench")
     started = time.perf_counter()
     try:
         report: BenchReport = module.bench(bench_args)

@@ -13,7 +13,6 @@ from tessera_ml.comm.base import Communicator, Group
 from tessera_ml.context import RankContext
 from tessera_ml.data.tabular import Dataset
 from tessera_ml.models.zoo import build_model, seeded
-from tessera_ml.netns import testbed_link_bytes
 from tessera_ml.training import pieces
 from tessera_ml.training.pieces import (
     batch_indices,
@@ -147,7 +146,7 @@ def _report_step(
         "progress": step / cfg.steps,
         **ctx.comm.stats.metrics(),
     }
-    link = testbed_link_bytes()
+    link = ctx.harness.link_bytes()
     if link is not None:
         values["link_bytes_sent"] = float(link.sent)
     ctx.reporter.metrics(step, values)

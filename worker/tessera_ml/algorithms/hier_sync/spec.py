@@ -62,8 +62,6 @@ class HierSyncSpec(AlgorithmSpec):
             if exc.assignment_index is not None:
                 loc = ("assignments", exc.assignment_index)
             raise PlanError(exc.code, exc.reason, loc) from exc
-        for index, assignment in enumerate(assignments):
-            _check_pace(assignment, index)
         k = topology.devices_per_node
         if config.capacities is not None:
             if len(config.capacities) != k:
@@ -83,22 +81,6 @@ class HierSyncSpec(AlgorithmSpec):
                     "'memory_and_compute'",
                     ("config", "slicing"),
                 )
-
-
-def _check_pace(assignment: Assignment, index: int) -> None:
-    """Option ``pace`` (CPU testbed): one emulated speed in (0, 1] per process."""
-    pace = assignment.options.get("pace")
-    if pace is None:
-        return
-    loc = ("assignments", index, "options", "pace")
-    if not isinstance(pace, list) or len(pace) != assignment.processes:
-        raise PlanError(
-            "pace_length",
-            f"pace needs one speed per process ({assignment.processes}), got {pace!r}",
-            loc,
-        )
-    if not all(isinstance(v, int | float) and 0 < v <= 1 for v in pace):
-        raise PlanError("pace_value", f"every pace must be in (0, 1], got {pace!r}", loc)
 
 
 SPEC = HierSyncSpec(

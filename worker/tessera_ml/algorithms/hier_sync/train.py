@@ -15,8 +15,6 @@ from tessera_ml.algorithms.hier_sync.sync import HierSync, OptimizerFactory
 from tessera_ml.algorithms.hier_sync.topology import topology_from_plan
 from tessera_ml.algorithms.hier_sync.workload import batch, rank_dataset, rank_model
 from tessera_ml.context import RankContext
-from tessera_ml.netns import testbed_link_bytes
-from tessera_ml.pace import Pace, pace_option
 from tessera_ml.training import pieces
 from tessera_ml.training.pieces import evaluate, loss_function, sync_buffers
 
@@ -38,7 +36,6 @@ class Trainer:
         self.model = rank_model(self.config, self.data, ctx.device)
         self.criterion: nn.Module = loss_function(self.data)
         self.flat = FlatParams(self.model, self.config.bucket_bytes)
-        self.pace = Pace(pace_option(ctx.slot.options, ctx.slot.local_index))
         self.capacity_fractions, self.reports = agreed_fractions(
             ctx.comm, self.topology, self.config, ctx.slot, ctx.device
         )
@@ -57,14 +54,14 @@ class Trainer:
         x, y = batch(self.data, self.config, self.ctx.slot.role_rank, step)
         x, y = x.to(self.ctx.device), y.to(self.ctx.device)
         self.sync.begin_step()
-        with self.pace.work():
+        with self.ctx.harness.work():
             out = self.model(x)
             target = y if self.data.task == "classification" else y.view(out.shape)
             loss = self.criterion(out, target)
             loss.backward()
-        with self.pace.work():
+        with self.ctx.harness.work():
             self.sync.finish_gradients()
-        with self.pace.work():
+        with self.ctx.harness.work():
             self.sync.apply()
         return float(loss.detach())
 
@@ -84,7 +81,7 @@ class Trainer:
             ),
         }
         values.update({f"bytes_sent.to.{r}": float(b) for r, b in sorted(sent_to.items())})
-        link = testbed_link_bytes()
+        link = self.ctx.harness.link_bytes()
         if link is not None:
             values["link_bytes_sent"] = float(link.sent)
         return values

@@ -33,9 +33,7 @@ from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 from tessera_ml.algorithms.mpc_mixed.spec import MpcMixedConfig
-from tessera_ml.algorithms.mpc_mixed.turns import keep_to_cpu, turn
 from tessera_ml.context import RankContext
-from tessera_ml.netns import testbed_link_bytes
 
 PHASE_TRAIN, PHASE_EVAL = 1, 2
 MSG_DONE, MSG_LOSS, MSG_EVAL, MSG_STEP = 0, 1, 2, 3
@@ -123,7 +121,7 @@ def run(ctx: RankContext) -> dict[str, Any] | None:
 
 def _send_shares(ctx: RankContext, roles: Roles, x: torch.Tensor, ring: Ring) -> None:
     encoded = ring.encode(x)
-    gen = torch.Generator().manual_seed(int.from_bytes(__import__("os").urandom(7), "little"))
+    gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(7), "little"))
     share0 = ring.random(tuple(encoded.shape), gen)
     ctx.comm.send(share0, roles.compute[0])
     ctx.comm.send(encoded - share0, roles.compute[1])
@@ -262,7 +260,7 @@ def _compute(ctx: RankContext, roles: Roles) -> dict[str, Any]:
             level="warning",
         )
     encrypted = link_encrypted(ctx.comm, peer)
-    keep_to_cpu(index)
+    ctx.harness.pin(index)
     try:
         result = _train(ctx, roles, cfg, prec, index, peer)
     finally:
@@ -332,11 +330,11 @@ def _one_step(
     roles = Roles.of(ctx)
     index = eng.index
     step_fn = cnn_train_step if cfg.model == "cnn" else train_step
-    with turn(index, eng.peer):
+    with ctx.harness.turn(index, eng.peer.barrier):
         t0 = time.perf_counter()
         eng.provider.begin(PHASE_TRAIN)
         eng.peer.barrier()  # party 0 has its material at once; party 1 receives it first
-        link0 = testbed_link_bytes()
+        link0 = ctx.harness.link_bytes()
         t1, cpu1 = time.perf_counter(), time.process_time()
         sent0, rounds0 = eng.peer.stats.snapshot()
         probs = step_fn(
@@ -349,7 +347,7 @@ def _one_step(
             cfg.learning_rate,
         )
         t2, cpu2 = time.perf_counter(), time.process_time()
-        link1 = testbed_link_bytes()
+        link1 = ctx.harness.link_bytes()
         eng.provider.end()
     sent1, rounds1 = eng.peer.stats.snapshot()
     record = {
@@ -398,7 +396,7 @@ def _evaluate(
     step: int,
 ) -> None:
     forward_fn = cnn_forward if _config(ctx).model == "cnn" else forward
-    with turn(index, eng.peer):
+    with ctx.harness.turn(index, eng.peer.barrier):
         eng.provider.begin(PHASE_EVAL)
         probs = forward_fn(eng, prec, model, inputs.x_test)
         eng.provider.end()

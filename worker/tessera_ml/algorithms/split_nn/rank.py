@@ -27,7 +27,6 @@ from tessera_ml.algorithms.split_nn.party_data import PartyData, Rows, load_part
 from tessera_ml.algorithms.split_nn.schedule import batch_rows, chunk_sizes, split_sizes
 from tessera_ml.algorithms.split_nn.spec import SplitNNConfig
 from tessera_ml.context import RankContext
-from tessera_ml.netns import testbed_link_bytes
 
 EVAL_CHUNK = 512
 
@@ -142,7 +141,7 @@ def run(ctx: RankContext) -> dict[str, Any]:
             ctx.reporter.log(f"stopping at step {step}: cancelled")
             break
         rows = batch_rows(step, n_train, cfg.batch_size, cfg.seed)
-        link0 = testbed_link_bytes()
+        link0 = ctx.harness.link_bytes()
         sent0, t0 = ctx.comm.stats.sent, time.perf_counter()
         loss = dm.train_step(
             sizes,
@@ -150,7 +149,7 @@ def run(ctx: RankContext) -> dict[str, Any]:
             y=None if y_train is None else y_train[rows],
         )
         elapsed = time.perf_counter() - t0
-        link1 = testbed_link_bytes()
+        link1 = ctx.harness.link_bytes()
         if link0 is not None and link1 is not None:
             meter.link_bytes_sent += link1.sent - link0.sent
         meter.steps += 1
@@ -209,7 +208,7 @@ def _report(
         "progress": done / cfg.steps,
     }
     values.update({f"bytes_sent.to.{peer}": float(b) for peer, b in stats.sent_to.items()})
-    link = testbed_link_bytes()
+    link = ctx.harness.link_bytes()
     if link is not None:
         values["link_bytes_sent"] = float(link.sent)
     if loss is not None:

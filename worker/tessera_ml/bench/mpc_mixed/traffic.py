@@ -1,6 +1,6 @@
 """Online bytes and rounds of one training step, by where in the model each opening happens.
 
-``python -m tessera_ml.algorithms.mpc_mixed.traffic [--hidden 64] [--batch 64]
+``python -m tessera_ml.bench.mpc_mixed.traffic [--hidden 64] [--batch 64]
 [--comparison tree|fan_in] [--ops]`` runs one step
 of the digits MLP with batch norm on two in-process parties, in every mode, and prints what
 compute party 0 sends, grouped by the model-level function and the protocol that opened it.
@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
+from tessera_ml.algorithms import mpc_mixed
 from tessera_ml.algorithms.mpc_mixed import data
 from tessera_ml.algorithms.mpc_mixed.channel import Peer, run_pair
 from tessera_ml.algorithms.mpc_mixed.local import engines, share_inputs
@@ -27,7 +28,7 @@ from tessera_ml.algorithms.mpc_mixed.model import SharedMlp, init_params, train_
 from tessera_ml.algorithms.mpc_mixed.precision import MODES, Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 
-_HERE = Path(__file__).parent
+_HERE = Path(mpc_mixed.__file__).parent  # the algorithm's modules, whose frames name a site
 _NOT_SITES = ("protocols.py", "channel.py", "traffic.py")
 _OFFLINE = ("dealer.py", "material.py")
 

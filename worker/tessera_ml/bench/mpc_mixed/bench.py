@@ -9,9 +9,9 @@ gloo world, its direct link plain TCP: the baseline of ``tls_step_time_ratio``. 
 same schedule as the modes. ``--set schedule=`` chooses how the jobs share the machine:
 
 - ``turns`` (default): the jobs start side by side and take turns step by step (see
-  ``turns``): one job's step holds the machine while the others wait, so no online phase runs
-  beside other work, and a slow or fast moment of the machine reaches every job alike; step
-  times are taken while all of them were running;
+  ``tessera_ml.bench.turns``): one job's step holds the machine while the others wait, so no
+  online phase runs beside other work, and a slow or fast moment of the machine reaches every
+  job alike; step times are taken while all of them were running;
 - ``interleaved``: the jobs take turns ``block_epochs`` (default 2) at a time, each resuming
   from its own checkpoint in new processes;
 - ``sequential``: each job's whole run, one after another;
@@ -41,8 +41,8 @@ from tessera_ml.algorithms.mpc_mixed.model_cnn import PlainCnn
 from tessera_ml.algorithms.mpc_mixed.reference import PlainMlp
 from tessera_ml.algorithms.mpc_mixed.spec import MpcMixedConfig
 from tessera_ml.algorithms.mpc_mixed.train import initial_params
-from tessera_ml.algorithms.mpc_mixed.turns import TURNS_ENV
 from tessera_ml.bench.api import BenchArgs, BenchReport
+from tessera_ml.bench.harness import BenchHarness
 from tessera_ml.bench.measure import plaintext_matches
 from tessera_ml.netcapture import LinkCapture
 from tessera_ml.netns import Testbed
@@ -234,7 +234,7 @@ def bench(args: BenchArgs) -> BenchReport:
     rate = float(args.extra.get("rate_mbit", 10.0))
     testbeds: dict[str, Testbed] = {}
     folders: dict[str, Path] = {}
-    env: dict[str, str] = {}
+    harness = BenchHarness()
     capture: LinkCapture | None = None
 
     def one(job: str, config: dict[str, Any], resume_from: Path | None = None) -> None:
@@ -248,7 +248,7 @@ def bench(args: BenchArgs) -> BenchReport:
                 testbed=testbeds.get(job),
                 checkpoint_dir=str(folders[job]) if folders else None,
                 resume_from=str(resume_from) if resume_from else None,
-                env=env,
+                harness=harness,
                 transport=JOBS[job][1],
                 sample_sent=capture is not None and job == "mixed",
             )
@@ -266,7 +266,7 @@ def bench(args: BenchArgs) -> BenchReport:
             capture = testbeds["mixed"].capture(CAPTURED_HOST, root / "capture")
             stack.callback(capture.stop)
         if schedule == "turns":
-            env[TURNS_ENV] = str(root / "turn.lock")
+            harness = BenchHarness(turns=str(root / "turn.lock"))
         if schedule in ("turns", "side_by_side"):
             threads = [threading.Thread(target=one, args=(j, configs[j])) for j in JOBS]
             for t in threads:

@@ -20,8 +20,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from tessera_ml.algorithms.hier_sync.jobs import Job, JobOutcome, ddp_params, hier_params, run_jobs
 from tessera_ml.bench.api import BenchArgs, BenchReport
+from tessera_ml.bench.hier_sync.jobs import Job, JobOutcome, ddp_params, hier_params, run_jobs
 from tessera_ml.netns import Testbed
 from tessera_ml.testing import run_world
 
@@ -143,7 +143,8 @@ def proportional(
 ) -> dict[str, Any]:
     """Device 1 of each node is ``slowdown`` times slower and gets proportionally less capacity.
 
-    ``mode`` ``pace`` slows it with :class:`tessera_ml.pace.Pace` (every rank one thread);
+    ``mode`` ``pace`` slows it with the harness's pacing (``BenchHarness.speed``, every rank
+    one thread);
     ``threads`` gives the fast devices ``slowdown`` times as many threads (needs a core per
     thread to mean anything). Equal and proportional runs alternate ``repeats`` times on one
     world, so a change of the machine's load during the measurement falls on both.
@@ -151,20 +152,19 @@ def proportional(
     compute = [slowdown, 1.0] * 2
     if mode == "threads":
         threads = [int(slowdown), 1, int(slowdown), 1]
-        extra: dict[str, Any] = {}
+        speeds = None
     else:
         threads = [1, 1, 1, 1]
-        extra = {"pace": [1.0, 1.0 / slowdown] * 2}
+        speeds = (1.0, 1.0 / slowdown) * 2
     nodes = [
-        {**n, "capacity": compute, "options": {**NODE_OPTIONS, "compute": compute, **extra}}
-        for n in NODES
+        {**n, "capacity": compute, "options": {**NODE_OPTIONS, "compute": compute}} for n in NODES
     ]
     sized_config = {**config, "slicing": "memory_and_compute"}
     jobs = []
     for i in range(repeats):
         jobs += [
-            Job(f"equal-{i}", "hier_sync", nodes, config),
-            Job(f"sized-{i}", "hier_sync", nodes, sized_config),
+            Job(f"equal-{i}", "hier_sync", nodes, config, speeds=speeds),
+            Job(f"sized-{i}", "hier_sync", nodes, sized_config, speeds=speeds),
         ]
     outcomes: Outcomes = run_world(run_jobs, 4, jobs, threads=threads, parties=WIRING)
     equal_time = _pooled_step_time(outcomes, "equal", warmup)

@@ -1,6 +1,6 @@
 """Where a training step's CPU time goes, protocol by protocol, in ``mixed`` and ``all64``.
 
-``python -m tessera_ml.algorithms.mpc_mixed.timing [--steps 40] [--batch 64] [--hidden 64]
+``python -m tessera_ml.bench.mpc_mixed.timing [--steps 40] [--batch 64] [--hidden 64]
 [--spin-us 300]`` runs the two compute parties of the digits MLP with batch norm as two
 processes joined by the direct link (``link.open_link``), as a job does, but without the dealer,
 features and labels ranks: both processes draw every step's material from one seed before the

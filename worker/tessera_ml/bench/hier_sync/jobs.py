@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from tessera_ml.bench.harness import BenchHarness
 from tessera_ml.comm.base import Communicator
 from tessera_ml.report import MemoryReporter
 from tessera_ml.testing import entry_point, rank_context
@@ -29,6 +30,8 @@ class Job:
     resume_from: str | None = None
     stop: tuple[int, int] | None = None
     """``(rank, step)``: that rank alone is asked to stop once it has reported ``step``."""
+    speeds: tuple[float, ...] | None = None
+    """Per rank, the speed its harness paces its device work to (``BenchHarness.speed``)."""
 
 
 @dataclass
@@ -55,6 +58,7 @@ def run_jobs(comm: Communicator, jobs: list[Job]) -> dict[str, JobOutcome]:
             stop=stop,
             checkpoint_dir=job.checkpoint_dir,
             resume_from=job.resume_from,
+            harness=BenchHarness(speed=job.speeds[comm.rank] if job.speeds else 1.0),
         )
         result = entry_point(job.algorithm)(ctx)
         series: dict[str, list[tuple[int, float]]] = {}

@@ -24,9 +24,9 @@ from torch.nn import functional as F
 
 from tessera_ml.algorithms.zo_pair.model import evaluate, load_weights, make_model
 from tessera_ml.algorithms.zo_pair.protocol import INPUTS_PER_PROCESSOR
-from tessera_ml.algorithms.zo_pair.speed import SpeedSpec, speed_world
 from tessera_ml.bench.api import BenchArgs, BenchReport
 from tessera_ml.bench.measure import per_step_delta
+from tessera_ml.bench.zo_pair.speed import SpeedSpec, speed_world
 from tessera_ml.data.resolver import resolve
 from tessera_ml.data.tabular import Dataset
 from tessera_ml.testing import run_algorithm, run_world

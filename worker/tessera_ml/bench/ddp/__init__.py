@@ -1,0 +1,1 @@
+"""The benchmark of ``ddp`` (``tessera bench ddp``) and its measuring tools."""

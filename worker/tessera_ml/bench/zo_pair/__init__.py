@@ -1,0 +1,1 @@
+"""The benchmark of ``zo_pair`` (``tessera bench zo_pair``) and its measuring tools."""
