@@ -59,7 +59,7 @@ MEASURING_TOOLS = (
     "tessera_ml.netns",
     "tessera_ml.netcapture",
     "tessera_ml.pace",
-    "tessera_ml.testing",
+    "tessera_ml.worlds",
 )
 
 

@@ -26,7 +26,7 @@ from tessera_api.app import create_app
 from tessera_api.db import scratch_postgres
 from tessera_api.models import Base
 from tessera_api.settings import Settings
-from tessera_ml.testing import free_port
+from tessera_ml.worlds import free_port
 from tests.backend.conftest import ADMIN_TOKEN, SPECS
 from tests.backend.factories import RunningJob, running_job
 

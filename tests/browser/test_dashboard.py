@@ -22,7 +22,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tessera_ml.testing import free_port
+from tessera_ml.worlds import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 FRONTEND = ROOT / "frontend"

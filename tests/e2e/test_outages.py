@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tessera_api.db import scratch_postgres
-from tessera_ml.testing import free_port
+from tessera_ml.worlds import free_port
 from tests.e2e.deployment import Deployment
 from tests.e2e.platform import why
 

@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from tessera_api.db import scratch_postgres
-from tessera_ml.testing import free_port
+from tessera_ml.worlds import free_port
 from tests.e2e.deployment import Deployment
 from tests.e2e.platform import why
 

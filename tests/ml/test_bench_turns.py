@@ -13,7 +13,7 @@ from tessera_ml.algorithms.mpc_mixed.link import open_link
 from tessera_ml.bench.harness import BenchHarness
 from tessera_ml.comm.base import Communicator
 from tessera_ml.harness import Harness
-from tessera_ml.testing import run_world
+from tessera_ml.worlds import run_world
 
 TURNS = 4
 HOLD_S = 0.03

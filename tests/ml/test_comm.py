@@ -12,7 +12,7 @@ import torch
 from tessera_ml.comm import codec
 from tessera_ml.comm.base import Communicator
 from tessera_ml.comm.local import LocalWorldBroken, run_local
-from tessera_ml.testing import run_world
+from tessera_ml.worlds import run_world
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

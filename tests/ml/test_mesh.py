@@ -10,7 +10,7 @@ import torch
 from tessera_ml.comm.base import Communicator
 from tessera_ml.comm.mesh import MeshCommunicator
 from tessera_ml.security.tls import peer_identity
-from tessera_ml.testing import run_world
+from tessera_ml.worlds import run_world
 
 PARTIES = ["alice", "alice", "bob", "bob", "carol"]
 

@@ -11,7 +11,7 @@ import torch
 
 from tessera_ml.comm.base import Communicator
 from tessera_ml.netns import NETNS_DIR, Testbed, cleanup_stale, own_link_bytes
-from tessera_ml.testing import run_world
+from tessera_ml.worlds import run_world
 from tests.ml.conftest import MakeTestbed
 
 pytestmark = pytest.mark.netns

@@ -10,7 +10,7 @@ import torch
 
 from tessera_ml.comm.base import Communicator
 from tessera_ml.netns import Testbed
-from tessera_ml.testing import run_algorithm, run_world
+from tessera_ml.worlds import run_algorithm, run_world
 from tests.ml.conftest import MakeTestbed
 
 pytestmark = [pytest.mark.netns, pytest.mark.slow]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from tessera_ml.testing import plan_job
+from tessera_ml.worlds import plan_job
 
 JobPlan = tuple[str, Sequence[dict[str, Any]], dict[str, Any]]
 """An algorithm's name, a job's assignments and its config, as ``plan_job`` takes them."""

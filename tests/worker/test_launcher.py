@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from tessera_ml.security.pki import Authority, Identity, issue_credentials
-from tessera_ml.testing import free_port
+from tessera_ml.worlds import free_port
 from tessera_worker.identity import TaskCredentials
 from tessera_worker.launch import HostedRank, Rendezvous, TaskLaunch
 from tessera_worker.launcher import LaunchSettings, Outcome, launch_ranks

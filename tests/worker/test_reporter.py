@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tessera_ml.testing import free_port
+from tessera_ml.worlds import free_port
 from tessera_worker.client import ControlPlane
 from tessera_worker.reporter import HttpReporter, deliver_spool
 

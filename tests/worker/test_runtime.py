@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tessera_ml.testing import free_port
+from tessera_ml.worlds import free_port
 from tessera_worker import hardware
 from tessera_worker.agent import Agent
 from tessera_worker.celery_app import run_task

@@ -15,7 +15,7 @@ import pytest
 import uvicorn
 from fastapi.testclient import TestClient
 
-from tessera_ml.testing import free_port
+from tessera_ml.worlds import free_port
 from tests.backend.factories import ADMIN, API, report, running_job
 
 

@@ -18,7 +18,7 @@ from tessera_ml.data import resolve, shard_rows
 from tessera_ml.models import build_model
 from tessera_ml.report import MemoryReporter
 from tessera_ml.spec import PlanError
-from tessera_ml.testing import rank_context, run_algorithm
+from tessera_ml.worlds import rank_context, run_algorithm
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 

@@ -17,7 +17,7 @@ import torch
 
 from tessera_ml.bench.hier_sync.jobs import Job, JobOutcome, run_jobs
 from tessera_ml.comm.base import Communicator
-from tessera_ml.testing import run_world
+from tessera_ml.worlds import run_world
 from tests.ml.hier_sync.test_ring import run_collectives
 from tests.ml.worlds import world_parties
 

@@ -10,7 +10,7 @@ import torch
 from tessera_ml.algorithms.hier_sync.node_ops import NodeOps
 from tessera_ml.algorithms.hier_sync.topology import Topology
 from tessera_ml.comm.base import Communicator
-from tessera_ml.testing import run_world
+from tessera_ml.worlds import run_world
 
 EQUAL = [0, 16, 32]
 UNEVEN = [0, 16, 48]

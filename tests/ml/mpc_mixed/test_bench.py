@@ -7,7 +7,7 @@ import pytest
 from tessera_ml.bench.api import BenchArgs
 from tessera_ml.bench.mpc_mixed import bench
 from tessera_ml.report import MetricPoint
-from tessera_ml.testing import RankOutcome
+from tessera_ml.worlds import RankOutcome
 
 
 def _rank(rank: int, steps: list[tuple[int, float, float]]) -> RankOutcome:

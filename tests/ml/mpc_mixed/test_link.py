@@ -19,7 +19,7 @@ from tessera_ml.algorithms.mpc_mixed.link import (
     receive_endpoint,
 )
 from tessera_ml.comm.base import Communicator
-from tessera_ml.testing import run_world
+from tessera_ml.worlds import run_world
 
 
 def _messages(rank: int) -> list[list[torch.Tensor]]:

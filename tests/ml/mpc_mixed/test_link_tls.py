@@ -19,7 +19,7 @@ from tessera_ml.algorithms.mpc_mixed.channel import CommPeer, DirectPeer
 from tessera_ml.algorithms.mpc_mixed.link import TOKEN_BYTES, link_encrypted, open_link
 from tessera_ml.comm.mesh import MeshCommunicator
 from tessera_ml.security.tls import peer_identity
-from tessera_ml.testing import run_world
+from tessera_ml.worlds import run_world
 
 from .test_link import _messages
 

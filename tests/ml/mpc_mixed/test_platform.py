@@ -11,7 +11,7 @@ from tessera_ml.algorithms.mpc_mixed import data, link
 from tessera_ml.algorithms.mpc_mixed.model import init_params
 from tessera_ml.algorithms.mpc_mixed.reference import PlainMlp
 from tessera_ml.comm.base import Communicator
-from tessera_ml.testing import entry_point, rank_context, run_algorithm, run_world
+from tessera_ml.worlds import entry_point, rank_context, run_algorithm, run_world
 
 from .test_link_tls import _closed
 from .test_spec import BASE

@@ -11,7 +11,7 @@ import torch
 from tessera_ml.algorithms.param_server.clicklog import ClickLog
 from tessera_ml.algorithms.param_server.hashing import shard_of
 from tessera_ml.comm.base import Communicator
-from tessera_ml.testing import entry_point, rank_context, run_world
+from tessera_ml.worlds import entry_point, rank_context, run_world
 from tests.ml.worlds import world_parties
 
 ASSIGNMENTS: list[dict[str, Any]] = [
@@ -76,7 +76,7 @@ def _planned(config: dict[str, Any]) -> tuple[str, list[dict[str, Any]], dict[st
 def _jobs(comm: Communicator, jobs: list[tuple[dict[str, Any], str | None, str | None]]) -> Any:
     """Run param_server jobs one after the other in this world.
 
-    Each job is planned and started exactly as ``tessera_ml.testing.run_algorithm`` does it.
+    Each job is planned and started exactly as ``tessera_ml.worlds.run_algorithm`` does it.
     """
     from tessera_ml.report import MemoryReporter
 

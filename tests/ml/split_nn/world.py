@@ -16,7 +16,7 @@ import torch
 from tessera_ml.algorithms.split_nn.rank import run
 from tessera_ml.comm.base import ByteStats, Communicator, Group, ReduceOp, Work
 from tessera_ml.report import MemoryReporter
-from tessera_ml.testing import rank_context
+from tessera_ml.worlds import rank_context
 from tests.ml.worlds import world_parties
 
 

@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from tessera_ml.testing import run_world
+from tessera_ml.worlds import run_world
 from tests.ml.worlds import world_parties
 from tests.ml.zo_pair.world import PLANS, zo_world
 

@@ -21,7 +21,7 @@ from tessera_ml.algorithms.zo_pair.train import run
 from tessera_ml.comm.base import Communicator
 from tessera_ml.models.zoo import build_model
 from tessera_ml.report import MemoryReporter
-from tessera_ml.testing import rank_context
+from tessera_ml.worlds import rank_context
 from tests.ml.worlds import JobPlan
 
 EPS, LR, STEPS, MB = 1e-2, 0.05, 3, 4

@@ -6,7 +6,7 @@ import statistics
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tessera_ml.testing import RankOutcome
+from tessera_ml.worlds import RankOutcome
 
 if TYPE_CHECKING:
     from tessera_ml.netcapture import LinkCapture

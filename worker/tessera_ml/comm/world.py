@@ -1,7 +1,7 @@
 """Joining a job's world: the attempt's rendezvous store, then the mesh of parties.
 
 What a platform rank does (``tessera_worker.rank``) and what the test and benchmark harness
-does (``tessera_ml.testing``), so both run the same code.
+does (``tessera_ml.worlds``), so both run the same code.
 """
 
 from __future__ import annotations

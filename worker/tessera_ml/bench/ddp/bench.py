@@ -16,7 +16,7 @@ from tessera_ml.bench.measure import (
     per_step_delta,
 )
 from tessera_ml.netns import Testbed
-from tessera_ml.testing import run_algorithm
+from tessera_ml.worlds import run_algorithm
 
 MODELS: dict[str, tuple[dict[str, Any], str]] = {
     "mlp": ({"kind": "mlp", "hidden": [256, 256]}, "sklearn:digits"),

@@ -23,7 +23,7 @@ from typing import Any
 from tessera_ml.bench.api import BenchArgs, BenchReport
 from tessera_ml.bench.hier_sync.jobs import Job, JobOutcome, ddp_params, hier_params, run_jobs
 from tessera_ml.netns import Testbed
-from tessera_ml.testing import run_world
+from tessera_ml.worlds import run_world
 
 PLACEMENT = [0, 0, 1, 1]
 PARTY = "cluster"

@@ -17,7 +17,7 @@ import torch
 from tessera_ml.bench.harness import BenchHarness
 from tessera_ml.comm.base import Communicator
 from tessera_ml.report import MemoryReporter
-from tessera_ml.testing import entry_point, rank_context
+from tessera_ml.worlds import entry_point, rank_context
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ from tessera_ml.bench.harness import BenchHarness
 from tessera_ml.bench.measure import plaintext_matches
 from tessera_ml.netcapture import LinkCapture
 from tessera_ml.netns import Testbed
-from tessera_ml.testing import RankOutcome, run_algorithm
+from tessera_ml.worlds import RankOutcome, run_algorithm
 
 ASSIGNMENTS = [
     {"party": "alice", "role": "compute"},

@@ -38,7 +38,7 @@ from tessera_ml.algorithms.mpc_mixed.model import SharedMlp, init_params, train_
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.comm.base import Communicator
-from tessera_ml.testing import run_world
+from tessera_ml.worlds import run_world
 
 MODES = ("mixed", "all64")
 WARMUP_STEPS = 2

@@ -19,7 +19,7 @@ import torch
 from tessera_ml.algorithms.param_server.reference import compare_with_dense
 from tessera_ml.bench.api import BenchArgs, BenchReport
 from tessera_ml.bench.param_server.lookup_bench import run_lookup_bench
-from tessera_ml.testing import RankOutcome, run_algorithm
+from tessera_ml.worlds import RankOutcome, run_algorithm
 
 SETTABLE = (
     "steps",

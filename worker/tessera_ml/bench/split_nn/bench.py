@@ -36,7 +36,7 @@ from tessera_ml.bench.api import BenchArgs, BenchReport
 from tessera_ml.bench.measure import plaintext_matches
 from tessera_ml.bench.split_nn.jobs import Job, run_jobs
 from tessera_ml.netns import Testbed
-from tessera_ml.testing import RankOutcome, hosts_by_party, plan_job, run_algorithm, run_world
+from tessera_ml.worlds import RankOutcome, hosts_by_party, plan_job, run_algorithm, run_world
 
 if TYPE_CHECKING:
     from tessera_ml.netcapture import LinkCapture

@@ -8,7 +8,7 @@ from typing import Any
 from tessera_ml.algorithms.split_nn.rank import run
 from tessera_ml.comm.base import Communicator
 from tessera_ml.report import MemoryReporter
-from tessera_ml.testing import rank_context
+from tessera_ml.worlds import rank_context
 
 
 @dataclass(frozen=True)

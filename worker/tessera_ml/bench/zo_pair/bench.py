@@ -29,7 +29,7 @@ from tessera_ml.bench.measure import per_step_delta
 from tessera_ml.bench.zo_pair.speed import SpeedSpec, speed_world
 from tessera_ml.data.resolver import resolve
 from tessera_ml.data.tabular import Dataset
-from tessera_ml.testing import run_algorithm, run_world
+from tessera_ml.worlds import run_algorithm, run_world
 
 SETTABLE = (
     "processors",
