@@ -4,6 +4,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
+# where pip looks for torch: empty for pip's own index; a machine whose index serves the CUDA
+# build can ask for the CPU one with TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+TORCH_INDEX_URL ?=
 
 .PHONY: run test install lint typecheck pytest frontend frontend-test clean
 
@@ -18,8 +21,9 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	# the CPU wheel, pinned first so nothing pulls a CUDA build
-	$(BIN)/pip install --quiet torch==2.13.0
+	# torch first and pinned, so the project's install keeps the build chosen here: the CPU one
+	# where the index serves it (or TORCH_INDEX_URL points at one), the CUDA one on a GPU host
+	$(BIN)/pip install --quiet $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL)) torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[dev]'
 	rm -f $(VENV)/.installed-*
 	touch $@
