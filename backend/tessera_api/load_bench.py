@@ -28,8 +28,6 @@ import json
 import os
 import platform
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,26 +35,21 @@ from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 from tessera_api.db import make_engine, make_session_factory, scratch_postgres
-from tessera_api.load_seed import Seeded, seed
-from tessera_api.load_traffic import (
-    DASHBOARD_MIX,
-    INGEST,
-    Outcome,
-    Ranks,
-    Traffic,
-    dashboard_calls,
-    schedule,
-    summary,
+from tessera_api.load_replicas import ADMIN_TOKEN, CpuUse, Replicas
+from tessera_api.load_report import (
+    TARGET_INGEST_POINTS_PER_S,
+    TARGET_P99_MS,
+    TARGET_RATE,
+    ingest_report,
+    mix_report,
+    progress,
+    targets,
 )
+from tessera_api.load_seed import Seeded, seed
+from tessera_api.load_traffic import DASHBOARD_MIX, Ranks, Traffic, dashboard_calls, schedule
 
-ADMIN_TOKEN = "load-bench-admin-token-0123456789"
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-TARGET_P99_MS = 50.0
-TARGET_RATE = 200.0
-TARGET_INGEST_POINTS_PER_S = 20_000.0
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -114,118 +107,6 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-class Replicas:
-    """``tessera api`` processes on one database, each on its own port."""
-
-    def __init__(self, count: int, database_url: str, home: Path, workers: int = 1) -> None:
-        self.ports = [free_port() for _ in range(count)]
-        self.home = home
-        self.procs: list[subprocess.Popen[bytes]] = []
-        env = {
-            **os.environ,
-            "TESSERA_HOME": str(home),
-            "TESSERA_DATABASE_URL": database_url,
-            "TESSERA_ADMIN_TOKEN": ADMIN_TOKEN,
-        }
-        for i, port in enumerate(self.ports):
-            argv = [sys.executable, "-m", "tessera_api.cli", "api", "--port", str(port)]
-            argv.append("--no-scheduler")
-            if workers > 1:
-                argv += ["--workers", str(workers)]
-            # one migrates; the others skip what would be a race to the same upgrade
-            if i > 0:
-                argv.append("--no-migrate")
-            with self.log(i).open("ab") as log:
-                self.procs.append(subprocess.Popen(argv, env=env, stdout=log, stderr=log))
-            self.wait_serving(i)
-
-    def pids(self) -> list[int]:
-        return [proc.pid for proc in self.procs]
-
-    @property
-    def bases(self) -> list[str]:
-        return [f"http://127.0.0.1:{port}" for port in self.ports]
-
-    def log(self, index: int) -> Path:
-        return self.home / f"api-{index}.log"
-
-    def wait_serving(self, index: int, timeout_s: float = 60) -> None:
-        deadline = time.monotonic() + timeout_s
-        url = f"{self.bases[index]}/api/v1/health"
-        while True:
-            try:
-                if httpx.get(url, timeout=1).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            if self.procs[index].poll() is not None or time.monotonic() > deadline:
-                tail = self.log(index).read_text(errors="replace")[-3000:]
-                self.stop()
-                raise RuntimeError(f"tessera api did not come up:\n{tail}")
-            time.sleep(0.1)
-
-    def stop(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs:
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
-def mix_report(outcome: Outcome, *, rate: float, ingest_rate: float) -> dict[str, Any]:
-    elapsed = max(outcome.ended - outcome.started, 1e-9)
-    dashboard = [name for name, _ in DASHBOARD_MIX]
-    everything = [*dashboard, INGEST]
-    return {
-        "offered_rps": round(rate + ingest_rate, 1),
-        "achieved_rps": round(outcome.ok() / elapsed, 1),
-        "dashboard": {
-            "offered_rps": round(rate, 1),
-            "achieved_rps": round(outcome.ok(dashboard) / elapsed, 1),
-            "requests": outcome.ok(dashboard) + outcome.failed(dashboard),
-            "errors": outcome.failed(dashboard),
-            **summary([v for name in dashboard for v in outcome.latencies.get(name, [])]),
-        },
-        "routes": {
-            name: {
-                "requests": len(outcome.latencies.get(name, [])) + outcome.failed([name]),
-                "errors": dict(outcome.errors.get(name, {})),
-                **summary(outcome.latencies.get(name, [])),
-            }
-            for name in everything
-        },
-        "ingest_offered_batches_per_s": round(ingest_rate, 1),
-        "ingest_points_per_s": round(outcome.points / elapsed),
-        "seconds": round(elapsed, 2),
-    }
-
-
-def ingest_report(outcome: Outcome, *, ranks: int, batch_points: int) -> dict[str, Any]:
-    elapsed = max(outcome.ended - outcome.started, 1e-9)
-    latencies = outcome.latencies.get(INGEST, [])
-    return {
-        "ranks": ranks,
-        "batch_points": batch_points,
-        "batches": len(latencies),
-        "errors": dict(outcome.errors.get(INGEST, {})),
-        "points_per_s": round(outcome.points / elapsed),
-        "batches_per_s": round(len(latencies) / elapsed, 1),
-        **summary(latencies),
-        "seconds": round(elapsed, 2),
-    }
-
-
 async def drive(
     replicas: Replicas, seeded: Seeded, ranks: Ranks, args: argparse.Namespace
 ) -> dict[str, Any]:
@@ -252,74 +133,6 @@ async def drive(
     }
 
 
-class CpuUse:
-    """The CPU the servers and this process used over a phase, in cores (Linux only; elsewhere
-    the report is empty): it shows which side ran out of CPU."""
-
-    def __init__(self, servers: Sequence[int]) -> None:
-        self.servers = list(servers)
-        self.start: tuple[float, float, float] | None = None
-        self.used: tuple[float, float, float] | None = None
-
-    def __enter__(self) -> CpuUse:
-        self.start = self._now()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        end = self._now()
-        if self.start is not None and end is not None:
-            self.used = (end[0] - self.start[0], end[1] - self.start[1], end[2] - self.start[2])
-
-    def _now(self) -> tuple[float, float, float] | None:
-        try:
-            servers = sum(_cpu_seconds(pid) for pid in self.servers)
-        except OSError:
-            return None
-        mine = time.process_time()
-        return time.monotonic(), servers, mine
-
-    def report(self) -> dict[str, Any]:
-        if self.used is None or self.used[0] <= 0:
-            return {}
-        wall, servers, mine = self.used
-        return {
-            "cpu_cores": {
-                "servers": round(servers / wall, 2),
-                "generator": round(mine / wall, 2),
-                "machine": os.cpu_count(),
-            }
-        }
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User and system CPU seconds of a process and of its children (a server's workers)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    total = 0.0
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # ended meanwhile
-        if int(entry.name) == pid or int(fields[1]) == pid:
-            total += (int(fields[11]) + int(fields[12])) / ticks
-    if total == 0.0 and not Path(f"/proc/{pid}").exists():
-        raise OSError(f"no process {pid}")
-    return total
-
-
-def progress(run: dict[str, Any]) -> str:
-    """One line per run, as it finishes."""
-    dashboard, ingest = run["mix"]["dashboard"], run["ingest"]
-    return (
-        f"tessera bench api: {run['database']} x{run['replicas']}: "
-        f"{dashboard['achieved_rps']}/{dashboard['offered_rps']} requests/s, "
-        f"p50 {dashboard['p50_ms']} ms, p99 {dashboard['p99_ms']} ms, "
-        f"{dashboard['errors']} errors; ingest {ingest['points_per_s']} points/s"
-    )
-
-
 def run_loop(main: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
     """Run the generator on uvloop when it is installed (it comes with uvicorn's extras): the
     generator shares the machine with the servers, so the less it spends the better."""
@@ -329,21 +142,6 @@ def run_loop(main: Coroutine[Any, Any, dict[str, Any]]) -> dict[str, Any]:
         return asyncio.run(main)
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
         return runner.run(main)
-
-
-def targets(run: dict[str, Any], rate: float) -> dict[str, bool | None]:
-    """Whether a run meets the targets; None where the run does not measure that target."""
-    one_at_target = run["replicas"] == 1 and run["workers_per_replica"] == 1 and rate >= TARGET_RATE
-    p99 = run["mix"]["dashboard"]["p99_ms"]
-    errors = run["mix"]["dashboard"]["errors"]
-    return {
-        "dashboard_p99_le_50ms_at_200rps_one_replica": (
-            p99 <= TARGET_P99_MS and errors == 0 if one_at_target else None
-        ),
-        "ingest_ge_20000_points_per_s": (
-            run["ingest"]["points_per_s"] >= TARGET_INGEST_POINTS_PER_S
-        ),
-    }
 
 
 def bench_database(

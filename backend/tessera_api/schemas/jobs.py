@@ -1,0 +1,166 @@
+"""Jobs: submitting them, their attempts, tasks and approvals, and their history."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from tessera_api.limits import MAX_JOB_OPTIONS_BYTES, JsonProblem, json_size
+from tessera_api.schemas.common import (
+    AS_NAME,
+    ConfigJson,
+    Name63,
+    NameCheck,
+    OptionsJson,
+    Step,
+    Strict,
+    Text200,
+    Text2000,
+    json_problem,
+)
+from tessera_ml.spec import Assignment, integral_numbers
+
+
+class AssignmentIn(Assignment):
+    """One party playing one role; options as in the algorithm's role table."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, strict=True)
+
+    party: Name63 = Field(description="Slug name of the party")
+    role: Name63 = Field(description="Role name from the algorithm's role table")
+    dataset: Annotated[str, Field(max_length=1024, json_schema_extra=AS_NAME), NameCheck] | None = (
+        Field(
+            default=None,
+            description="Party-local dataset reference, resolved on the party's worker",
+        )
+    )
+    capacity: list[float] | None = Field(
+        default=None,
+        max_length=64,
+        description="Relative capacity hint per process (e.g. free memory share)",
+    )
+    options: OptionsJson = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _integral_numbers(cls, data: Any) -> Any:
+        return integral_numbers(data)
+
+
+class JobCreate(Strict):
+    name: Text200
+    algorithm: Name63
+    config: ConfigJson = Field(default_factory=dict)
+    assignments: list[AssignmentIn] = Field(min_length=1, max_length=256)
+    priority: Annotated[int, Field(ge=-1000, le=1000)] = 0
+
+    @model_validator(mode="after")
+    def _options_in_all(self) -> JobCreate:
+        total = sum(json_size(a.options) for a in self.assignments)
+        if total > MAX_JOB_OPTIONS_BYTES:
+            reason = (
+                f"the options of all assignments are {total} bytes as JSON, over the limit of "
+                f"{MAX_JOB_OPTIONS_BYTES}"
+            )
+            raise json_problem(JsonProblem("json_too_large", reason, ("assignments",)), None)
+        return self
+
+
+class AssignmentPublic(BaseModel):
+    party: str
+    role: str
+    processes: int
+    dataset: str | None
+    capacity: list[float] | None
+    options: dict[str, Any]
+
+
+class RankDevicePublic(BaseModel):
+    rank: int
+    device: str
+    role: str | None = Field(default=None, description="The rank's role in the job's plan")
+
+
+class TaskPublic(BaseModel):
+    id: str
+    party: str
+    worker_id: str
+    ranks: list[RankDevicePublic]
+    status: str
+    reason: str | None
+    exit_code: int | None
+    failed_rank: int | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+class ResumePoint(BaseModel):
+    step: int
+    uri: str
+
+
+class AttemptPublic(BaseModel):
+    number: int
+    status: str
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    failure_code: str | None
+    failure_reason: str | None
+    resume_from: ResumePoint | None
+    tasks: list[TaskPublic]
+
+
+class ApprovalIn(Strict):
+    reason: Text2000 = ""
+
+
+class ApprovalPublic(BaseModel):
+    party: str
+    decision: Literal["pending", "approved", "rejected"]
+    reason: str
+    decided_by: str | None = Field(
+        description="The party that decided, `policy` when its policy approved, or null"
+    )
+    decided_at: datetime | None
+
+
+class JobSummary(BaseModel):
+    id: str
+    name: str
+    algorithm: str
+    status: str
+    status_reason: str
+    priority: int
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    creator: str
+    parties: list[str]
+    waiting_for: list[str] = Field(description="Parties that have not approved the job yet")
+
+
+class JobPublic(JobSummary):
+    config: dict[str, Any]
+    assignments: list[AssignmentPublic]
+    approvals: list[ApprovalPublic]
+    attempts: list[AttemptPublic]
+
+
+class JobRetry(Strict):
+    step: Step | None = Field(
+        default=None,
+        description="Resume from this checkpoint step; default: the last step every rank saved",
+    )
+
+
+class TransitionPublic(BaseModel):
+    entity: str
+    entity_id: str
+    from_status: str | None
+    to_status: str
+    reason: str
+    created_at: datetime
