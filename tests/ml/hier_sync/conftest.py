@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import torch
 
-from tessera_ml.bench.hier_sync.jobs import Job, JobOutcome, run_jobs
+from tessera_ml.bench.hier_sync.jobs import run_named
 from tessera_ml.comm.base import Communicator
-from tessera_ml.worlds import run_world
+from tessera_ml.worlds import RankOutcome, WorldJob, run_world
 from tests.ml.hier_sync.test_ring import run_collectives
 from tests.ml.worlds import world_parties
 
@@ -37,11 +37,13 @@ UNEVEN = {"slicing": "memory", "capacities": [0.7, 0.3]}
 SMALL_BUCKETS = {"bucket_bytes": 4096}
 
 
-def jobs(root: Path) -> list[Job]:
-    def job(name: str, algorithm: str, config: dict[str, Any], resume: str | None = None) -> Job:
+def jobs(root: Path) -> list[WorldJob]:
+    def job(
+        name: str, algorithm: str, config: dict[str, Any], resume: str | None = None
+    ) -> WorldJob:
         assignments = TRAINERS if algorithm == "ddp" else NODES
         resume_from = str(root / resume) if resume else None
-        return Job(name, algorithm, assignments, config, str(root / name), resume_from)
+        return WorldJob(algorithm, assignments, config, name, str(root / name), resume_from)
 
     ddp_only = {"checkpoint_interval": STEPS, "eval_interval": 0}
     return [
@@ -60,20 +62,20 @@ def jobs(root: Path) -> list[Job]:
             "hier_sync",
             {**ADAM, **UNEVEN, **SMALL_BUCKETS, "overlap": False, "checkpoint_interval": STEPS},
         ),
-        Job(
-            "stopped",
+        WorldJob(
             "hier_sync",
             NODES,
             {**SGD, "checkpoint_interval": 100},
+            "stopped",
             str(root / "stopped"),
             stop=(1, 10),
         ),
     ]
 
 
-def _world_main(comm: Communicator, job_list: list[Job]) -> dict[str, Any]:
+def _world_main(comm: Communicator, job_list: list[WorldJob]) -> dict[str, Any]:
     torch.set_num_threads(1)
-    return {"ring": run_collectives(comm), "jobs": run_jobs(comm, job_list)}
+    return {"ring": run_collectives(comm), "jobs": run_named(comm, job_list)}
 
 
 @pytest.fixture(scope="session")
@@ -84,7 +86,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     per_rank: list[dict[str, Any]] = run_world(
         _world_main, 4, job_list, timeout_s=400, parties=parties
     )
-    outcomes: dict[str, JobOutcome] = {
+    outcomes: dict[str, RankOutcome] = {
         f"{name}@{rank}": outcome
         for rank, out in enumerate(per_rank)
         for name, outcome in out["jobs"].items()

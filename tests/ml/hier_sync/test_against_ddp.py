@@ -11,10 +11,11 @@ from typing import Any
 import pytest
 import torch
 
-from tessera_ml.bench.hier_sync.jobs import JobOutcome, ddp_params, hier_params
+from tessera_ml.bench.hier_sync.jobs import ddp_params, hier_params
+from tessera_ml.worlds import RankOutcome
 from tests.ml.hier_sync.conftest import STEPS
 
-Runs = tuple[Path, dict[str, JobOutcome]]
+Runs = tuple[Path, dict[str, RankOutcome]]
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +51,7 @@ def test_resuming_from_saved_slices_continues_the_same_run(
     whole = hier_params(_final(root, "equal_sgd"), [0, 1])
     resumed = hier_params(_final(root, "resumed_sgd"), [2, 3])
     assert torch.equal(whole, resumed)
-    assert next(s for s, _ in outcomes["resumed_sgd@0"].series["loss"]) == 26
+    assert next(s for s, _ in outcomes["resumed_sgd@0"].series("loss")) == 26
 
 
 @pytest.mark.slow
@@ -59,7 +60,7 @@ def test_state_bytes_and_slices_follow_the_capacities(
 ) -> None:
     _, outcomes = runs
     for hier, ddp in (("uneven_sgd", "ddp_sgd"), ("uneven_adam", "ddp_adam")):
-        ddp_state = outcomes[f"{ddp}@0"].series["state_bytes"][-1][1]
+        ddp_state = outcomes[f"{ddp}@0"].series("state_bytes")[-1][1]
         for rank in range(4):
             result = outcomes[f"{hier}@{rank}"].result
             assert result["capacity_fractions"] == pytest.approx([0.7, 0.3])
@@ -84,6 +85,6 @@ def test_bytes_per_link_match_the_formulas(runs: Runs) -> None:
         # hands its initial slice to node 1
         inter = STEPS * own + (own if rank < 2 else 0)
         assert result["bytes_sent.group.inter_node"] == pytest.approx(inter, abs=64)
-        losses = [v for _, v in outcomes[f"uneven_sgd@{rank}"].series["loss"]]
+        losses = [v for _, v in outcomes[f"uneven_sgd@{rank}"].series("loss")]
         assert len(losses) == STEPS
         assert sum(losses[-5:]) < 0.5 * sum(losses[:5])

@@ -5,7 +5,6 @@ party, so every message crosses a TLS link."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -13,10 +12,8 @@ from typing import Any
 
 import torch
 
-from tessera_ml.algorithms.split_nn.rank import run
 from tessera_ml.comm.base import ByteStats, Communicator, Group, ReduceOp, Work
-from tessera_ml.report import MemoryReporter
-from tessera_ml.worlds import rank_context
+from tessera_ml.worlds import WorldJob, run_job
 from tests.ml.worlds import world_parties
 
 
@@ -96,25 +93,24 @@ def run_jobs(comm: Communicator, jobs: list[Job]) -> list[dict[str, Any]]:
     out = []
     for job in jobs:
         recorder = RecordingCommunicator(comm)
-        reporter = MemoryReporter()
-        stop = threading.Event()
-        if job.stop_on_rank == comm.rank:
-            stop.set()
-        comm.stats.reset()
-        ctx = rank_context(
-            recorder,
+
+        stop = None if job.stop_on_rank is None else (job.stop_on_rank, 0)
+        world_job = WorldJob(
             "split_nn",
             job.assignments,
             job.config,
-            reporter=reporter,
-            stop=stop,
             checkpoint_dir=job.checkpoint_dir,
             resume_from=job.resume_from,
+            stop=stop,
         )
+        comm.stats.reset()
         t0 = time.perf_counter()
-        result = run(ctx)
-        result["job_seconds"] = time.perf_counter() - t0
-        result["sent"] = [(dst, t.numpy()) for dst, t in recorder.sent]
-        result["metrics"] = [(p.step, p.name, p.value) for p in reporter.points]
+        outcome = run_job(comm, world_job, via=recorder)
+        result = {
+            **outcome.result,
+            "job_seconds": time.perf_counter() - t0,
+            "sent": [(dst, t.numpy()) for dst, t in recorder.sent],
+            "metrics": [(p.step, p.name, p.value) for p in outcome.points],
+        }
         out.append(result)
     return out

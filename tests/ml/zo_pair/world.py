@@ -16,12 +16,11 @@ from typing import Any
 
 import torch
 
+from tessera_ml import worlds
 from tessera_ml.algorithms.zo_pair.protocol import PairProcessor, Schedule
-from tessera_ml.algorithms.zo_pair.train import run
 from tessera_ml.comm.base import Communicator
 from tessera_ml.models.zoo import build_model
-from tessera_ml.report import MemoryReporter
-from tessera_ml.worlds import rank_context
+from tessera_ml.worlds import WorldJob
 from tests.ml.worlds import JobPlan
 
 EPS, LR, STEPS, MB = 1e-2, 0.05, 3, 4
@@ -86,22 +85,19 @@ def run_job(
     resume_from: Path | None = None,
 ) -> dict[str, Any]:
     """One rank of a job, planned and started as the platform does (see ``run_algorithm``)."""
-    reporter = MemoryReporter()
-    ctx = rank_context(
-        comm,
+    job = WorldJob(
         "zo_pair",
         assignments,
         config,
-        reporter=reporter,
-        checkpoint_dir=checkpoint_dir,
-        resume_from=resume_from,
+        checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None,
+        resume_from=str(resume_from) if resume_from else None,
     )
-    result = run(ctx)
+    outcome = worlds.run_job(comm, job)
     comm.barrier()
     return {
-        "result": result,
-        "points": [(p.step, p.name, p.value) for p in reporter.points],
-        "checkpoints": [c[0] for c in reporter.checkpoints],
+        "result": outcome.result,
+        "points": [(p.step, p.name, p.value) for p in outcome.points],
+        "checkpoints": [c[0] for c in outcome.checkpoints],
     }
 
 

@@ -12,11 +12,13 @@ from tessera_ml.worlds.jobs import (
     sample_plaintext,
 )
 from tessera_ml.worlds.processes import PartyWorld, WorldError, free_port, party_world, run_world
+from tessera_ml.worlds.several import WorldJob, run_job, run_jobs
 
 __all__ = [
     "PartyWorld",
     "RankOutcome",
     "WorldError",
+    "WorldJob",
     "entry_point",
     "free_port",
     "hosts_by_party",
@@ -24,6 +26,8 @@ __all__ = [
     "plan_job",
     "rank_context",
     "run_algorithm",
+    "run_job",
+    "run_jobs",
     "run_world",
     "sample_plaintext",
 ]

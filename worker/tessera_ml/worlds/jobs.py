@@ -146,34 +146,25 @@ def _algorithm_rank(
     sample_sent: bool = False,
     harnesses: Sequence[Harness] | None = None,
 ) -> RankOutcome:
+    from tessera_ml.worlds.several import WorldJob, run_job
+
     samples: list[bytes] = []
     if sample_sent:
         if not hasattr(comm, "tap"):
             raise ValueError("sample_sent needs the platform's wiring (transport='mesh')")
         comm.tap = sample_plaintext(samples)
-    reporter = MemoryReporter()
-    ctx = rank_context(
-        comm,
+    job = WorldJob(
         name,
         assignments,
         config,
-        reporter=reporter,
         checkpoint_dir=checkpoint_dir,
         resume_from=resume_from,
         data_root=data_root,
-        harness=harnesses[comm.rank] if harnesses is not None else None,
+        harnesses=tuple(harnesses) if harnesses is not None else None,
     )
-    result = entry_point(name)(ctx)
-    return RankOutcome(
-        rank=comm.rank,
-        role=ctx.role,
-        party=ctx.party,
-        result=result,
-        points=list(reporter.points),
-        lines=list(reporter.lines),
-        checkpoints=list(reporter.checkpoints),
-        sent_samples=samples,
-    )
+    outcome = run_job(comm, job)
+    outcome.sent_samples = samples
+    return outcome
 
 
 def run_algorithm(

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from tessera_ml.bench.api import BenchArgs, BenchReport
-from tessera_ml.bench.hier_sync.jobs import Job, JobOutcome, ddp_params, hier_params, run_jobs
+from tessera_ml.bench.hier_sync.jobs import ddp_params, hier_params, paced, run_named
 from tessera_ml.netns import Testbed
-from tessera_ml.worlds import run_world
+from tessera_ml.worlds import RankOutcome, WorldJob, run_world
 
 PLACEMENT = [0, 0, 1, 1]
 PARTY = "cluster"
@@ -65,11 +65,11 @@ def agreement(root: Path) -> dict[str, float]:
     }
     uneven = {"slicing": "memory", "capacities": [0.7, 0.3], "bucket_bytes": 8192}
     jobs = [
-        Job("ddp", "ddp", TRAINERS, {**config, "eval_interval": 0}, str(root / "ddp")),
-        Job("equal", "hier_sync", NODES, config, str(root / "equal")),
-        Job("uneven", "hier_sync", NODES, {**config, **uneven}, str(root / "uneven")),
+        WorldJob("ddp", TRAINERS, {**config, "eval_interval": 0}, "ddp", str(root / "ddp")),
+        WorldJob("hier_sync", NODES, config, "equal", str(root / "equal")),
+        WorldJob("hier_sync", NODES, {**config, **uneven}, "uneven", str(root / "uneven")),
     ]
-    run_world(run_jobs, 4, jobs, parties=WIRING)
+    run_world(run_named, 4, jobs, parties=WIRING)
     last = f"step-{AGREEMENT_STEPS:09d}"
     reference = ddp_params(root / "ddp" / last)
     diffs = {}
@@ -83,14 +83,14 @@ def agreement(root: Path) -> dict[str, float]:
     }
 
 
-Outcomes = list[dict[str, JobOutcome]]
+Outcomes = list[dict[str, RankOutcome]]
 
 
 def _step_time(outcomes: Outcomes, job: str, warmup: int) -> float:
     """Median step time after ``warmup`` steps, of the slowest rank."""
     medians = []
     for per_rank in outcomes:
-        times = [v for s, v in per_rank[job].series["step_time_s"] if s > warmup]
+        times = [v for s, v in per_rank[job].series("step_time_s") if s > warmup]
         medians.append(statistics.median(times))
     return max(medians)
 
@@ -99,22 +99,25 @@ def _link_bytes_per_step(outcomes: Outcomes, job: str, warmup: int) -> float:
     """Bytes per step that left both hosts, from the counters read by one rank per host."""
     total = 0.0
     for reader in (PLACEMENT.index(h) for h in sorted(set(PLACEMENT))):
-        series = [(s, v) for s, v in outcomes[reader][job].series["link_bytes_sent"] if s >= warmup]
+        series = [(s, v) for s, v in outcomes[reader][job].series("link_bytes_sent") if s >= warmup]
         (s0, v0), (s1, v1) = series[0], series[-1]
         total += (v1 - v0) / (s1 - s0)
     return total
 
 
-def _last(outcome: JobOutcome, name: str) -> float:
-    return outcome.series[name][-1][1]
+def _last(outcome: RankOutcome, name: str) -> float:
+    return outcome.series(name)[-1][1]
 
 
 def speed(config: dict[str, Any], testbed: Testbed | None, warmup: int) -> dict[str, Any]:
     """ddp and hier_sync, one after the other on the same world: step time, bytes."""
     ddp_config = {k: v for k, v in config.items() if k != "bucket_bytes"} | {"eval_interval": 0}
-    jobs = [Job("ddp", "ddp", TRAINERS, ddp_config), Job("hier", "hier_sync", NODES, config)]
+    jobs = [
+        WorldJob("ddp", TRAINERS, ddp_config, "ddp"),
+        WorldJob("hier_sync", NODES, config, "hier"),
+    ]
     hosts = PLACEMENT if testbed else None
-    outcomes: Outcomes = run_world(run_jobs, 4, jobs, hosts=hosts, testbed=testbed, parties=WIRING)
+    outcomes: Outcomes = run_world(run_named, 4, jobs, hosts=hosts, testbed=testbed, parties=WIRING)
     first = outcomes[0]
     numel = int(first["hier"].result["numel"])
     results: dict[str, Any] = {
@@ -152,10 +155,10 @@ def proportional(
     compute = [slowdown, 1.0] * 2
     if mode == "threads":
         threads = [int(slowdown), 1, int(slowdown), 1]
-        speeds = None
+        harnesses = None
     else:
         threads = [1, 1, 1, 1]
-        speeds = (1.0, 1.0 / slowdown) * 2
+        harnesses = paced((1.0, 1.0 / slowdown) * 2)
     nodes = [
         {**n, "capacity": compute, "options": {**NODE_OPTIONS, "compute": compute}} for n in NODES
     ]
@@ -163,10 +166,10 @@ def proportional(
     jobs = []
     for i in range(repeats):
         jobs += [
-            Job(f"equal-{i}", "hier_sync", nodes, config, speeds=speeds),
-            Job(f"sized-{i}", "hier_sync", nodes, sized_config, speeds=speeds),
+            WorldJob("hier_sync", nodes, config, f"equal-{i}", harnesses=harnesses),
+            WorldJob("hier_sync", nodes, sized_config, f"sized-{i}", harnesses=harnesses),
         ]
-    outcomes: Outcomes = run_world(run_jobs, 4, jobs, threads=threads, parties=WIRING)
+    outcomes: Outcomes = run_world(run_named, 4, jobs, threads=threads, parties=WIRING)
     equal_time = _pooled_step_time(outcomes, "equal", warmup)
     sized_time = _pooled_step_time(outcomes, "sized", warmup)
     sized = [o["sized-0"].result for o in outcomes]
@@ -190,7 +193,7 @@ def _pooled_step_time(outcomes: Outcomes, prefix: str, warmup: int) -> float:
             v
             for name, outcome in per_rank.items()
             if name.startswith(f"{prefix}-")
-            for s, v in outcome.series["step_time_s"]
+            for s, v in outcome.series("step_time_s")
             if s > warmup
         ]
         medians.append(statistics.median(times))

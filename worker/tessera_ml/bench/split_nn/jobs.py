@@ -1,14 +1,13 @@
-"""Several split_nn jobs one after another in one world (benchmarks: start processes once)."""
+"""Several split_nn jobs one after another in one world (``tessera_ml.worlds.run_job``), for the
+benchmark: its processes start once."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
-from tessera_ml.algorithms.split_nn.rank import run
 from tessera_ml.comm.base import Communicator
-from tessera_ml.report import MemoryReporter
-from tessera_ml.worlds import rank_context
+from tessera_ml.worlds import WorldJob, run_job
 
 
 @dataclass(frozen=True)
@@ -30,14 +29,11 @@ def cross_party_tls(comm: Communicator) -> bool:
 
 
 def run_jobs(comm: Communicator, jobs: list[Job]) -> list[dict[str, Any]]:
-    """This rank's result of every job, planned exactly as the control plane plans them."""
+    """This rank's result of every job, with what it reported and whether it crossed TLS."""
     out = []
     for job in jobs:
-        reporter = MemoryReporter()
-        ctx = rank_context(comm, "split_nn", job.assignments, job.config, reporter=reporter)
         comm.stats.reset()
-        result = run(ctx)
-        result["metrics"] = [(p.step, p.name, p.value) for p in reporter.points]
-        result["cross_party_tls"] = cross_party_tls(comm)
-        out.append(result)
+        outcome = run_job(comm, WorldJob("split_nn", job.assignments, job.config))
+        metrics = [(p.step, p.name, p.value) for p in outcome.points]
+        out.append({**outcome.result, "metrics": metrics, "cross_party_tls": cross_party_tls(comm)})
     return out
