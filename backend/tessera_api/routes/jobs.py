@@ -10,8 +10,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from tessera_api.deps import DispatcherDep, Principal, ReadsDep, SessionDep, SpecsDep
+from tessera_api.dispatch import Dispatcher
 from tessera_api.errors import problem_responses
-from tessera_api.models import StatusTransition
+from tessera_api.models import Job, StatusTransition
 from tessera_api.routes.encoded import encoded
 from tessera_api.routes.paging import Key, Limit, Name63Query, Offset
 from tessera_api.schemas import (
@@ -160,11 +161,7 @@ def retry_job(
     job = jobs.get_job(session, job_id=job_id, caller=caller)
     lifecycle.retry_job(session, job=job, step=retry_in.step if retry_in else None)
     approvals.reopen(session, job=job)
-    session.commit()
-    dispatcher.submit(session, job_id=job.id)
-    session.commit()
-    session.refresh(job)
-    return job_public(job)
+    return _submitted(session, dispatcher, job)
 
 
 @router.post("/{job_id}/approve", responses=problem_responses(403, 404, 409))
@@ -180,6 +177,12 @@ def approve_job(
     job = jobs.get_job(session, job_id=job_id, caller=caller, hidden_as_missing=True)
     reason = approval_in.reason if approval_in else ""
     approvals.decide(session, job=job, caller=caller, approve=True, reason=reason, specs=specs)
+    return _submitted(session, dispatcher, job)
+
+
+def _submitted(session: Session, dispatcher: Dispatcher, job: Job) -> JobPublic:
+    """Commit what the route changed, hand the job to the dispatcher (which queues it once
+    every party approved) and answer with the job as it now stands."""
     session.commit()
     dispatcher.submit(session, job_id=job.id)
     session.commit()
