@@ -47,7 +47,8 @@ def test_ddp_bench_runs_both_sides_and_writes_json(
     assert document["algorithm"] == "ddp"
     assert document["params"]["steps"] == 8 and document["params"]["ranks"] == 2
     results = document["results"]
-    assert 0.0 <= results["accuracy"] <= 1.0 and 0.0 <= results["single_accuracy"] <= 1.0
+    # ten digit classes: both sides learn far past chance (0.1) in eight steps
+    assert results["accuracy"] > 0.3 and results["single_accuracy"] > 0.3
     params = 64 * 64 + 64 + 64 * 10 + 10
     assert results["bytes_sent_per_step"] == params * 4  # 2(n-1)/n of the gradient, n = 2
     assert results["step_time_s"] > 0 and results["single_step_time_s"] > 0

@@ -76,7 +76,7 @@ def test_two_parties_train_like_one_process_and_resume_exactly(tmp_path: Path) -
     assert all(torch.equal(final[k], other[k]) for k in final)
     first = outcomes[0]
     assert [s for s, _ in first.series("accuracy")] == [6, 12]
-    assert 0.0 <= first.result["accuracy"] <= 1.0
+    assert first.result["accuracy"] == first.series("accuracy")[-1][1] > 0.8
     per_step = 2 * 1 * sum(v.numel() for v in final.values()) * 4 // 2
     sent = first.series("bytes_sent.group.world")
     assert sent[1][1] - sent[0][1] == 3 * per_step  # one flat all-reduce per step

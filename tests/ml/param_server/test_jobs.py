@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 
 from tessera_ml.algorithms.param_server.clicklog import ClickLog
@@ -99,30 +100,51 @@ def _jobs(comm: Communicator, jobs: list[tuple[dict[str, Any], str | None, str |
     return outcomes
 
 
-def test_sync_job_then_resume_dedup_async_and_eviction(tmp_path: Path) -> None:
-    """One world (starting worlds is what costs) running five jobs one after the other."""
+NAMES = (
+    "full",
+    "resumed",
+    "undeduped",
+    "stale",
+    "evicting",
+    "from_dataset",
+    "admitting",
+    "expiring",
+    "stopped",
+)
+Outcomes = dict[str, list[tuple[dict[str, Any], list[tuple[int, str, float]]]]]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Outcomes]:
+    """One world (starting worlds is what costs) running nine jobs one after the other; each
+    test below reads the behaviour of one of them."""
+    root = tmp_path_factory.mktemp("param_server")
     config = {**BASE, "checkpoint_every": 2}
     jobs: list[tuple[dict[str, Any], str | None, str | None]] = [
-        (config, str(tmp_path / "a"), None),
-        (config, str(tmp_path / "b"), str(tmp_path / "a" / "step-000000002")),
-        ({**BASE, "dedup": False}, str(tmp_path / "c"), None),
-        ({**BASE, "mode": "async", "staleness": 2}, str(tmp_path / "d"), None),
+        (config, str(root / "a"), None),
+        (config, str(root / "b"), str(root / "a" / "step-000000002")),
+        ({**BASE, "dedup": False}, str(root / "c"), None),
+        ({**BASE, "mode": "async", "staleness": 2}, str(root / "d"), None),
         ({**BASE, "eviction": "lfu", "max_rows": 150, "evict_every": 2}, None, None),
         ({**BASE, "dataset": "generated:clicks?rows=3000&fields=3&ids=200"}, None, None),
-        ({**BASE, "admission_count": 3}, str(tmp_path / "e"), None),
+        ({**BASE, "admission_count": 3}, str(root / "e"), None),
         ({**BASE, "eviction": "ttl", "ttl_steps": 1, "evict_every": 3}, None, None),
-        ({**BASE, "stop_after": 2}, str(tmp_path / "f"), None),
+        ({**BASE, "stop_after": 2}, str(root / "f"), None),
     ]
     # servers on alice, workers on bob and carol: the mesh, as on the platform
     parties = world_parties(_planned(config) for config, _, _ in jobs)
     assert parties == ["alice", "alice", "bob", "carol"]
-    outcomes = run_world(_jobs, 4, jobs, parties=parties)
-    full, resumed, undeduped, stale, evicting, from_dataset, admitting, expiring, stopped = zip(
-        *outcomes, strict=True
-    )
+    per_rank = run_world(_jobs, 4, jobs, parties=parties)
+    by_job = list(zip(*per_rank, strict=True))
+    return root, {name: list(ranks) for name, ranks in zip(NAMES, by_job, strict=True)}
 
-    # rows exist for exactly the ids the workers trained on, each on the server its hash names
-    exported = [_final(tmp_path / "a", 4, s) for s in SERVERS]
+
+def test_rows_exist_for_exactly_the_ids_trained_on_each_on_its_server(
+    world: tuple[Path, Outcomes],
+) -> None:
+    root, runs = world
+    full = runs["full"]
+    exported = [_final(root / "a", 4, s) for s in SERVERS]
     for s, state in zip(SERVERS, exported, strict=True):
         result, points = full[s]
         assert result["exported_rows"] == result["live_rows"]
@@ -132,66 +154,96 @@ def test_sync_job_then_resume_dedup_async_and_eviction(tmp_path: Path) -> None:
         assert sum(_series(points, "rows_created")) == result["live_rows"]
         assert len(_series(points, "table_rows")) >= 4
     union = torch.cat([state["ids"] for state in exported]).sort().values
-    assert torch.equal(union, _seen_ids(config, 4))
+    assert torch.equal(union, _seen_ids({**BASE}, 4))
     lead, lead_points = full[WORKERS[0]]
-    assert len(_series(lead_points, "loss")) == 4 and _series(lead_points, "auc")
-    assert 0.0 <= lead["auc"] <= 1.0
+    assert len(_series(lead_points, "loss")) == 4
+    assert _series(lead_points, "auc")[-1] == lead["auc"]
+    assert lead["auc"] > 0.5  # better than chance on the generated log after four steps
     assert _series(lead_points, "bytes_sent")[-1] > 0
 
-    # resuming from step 2 ends with exactly the tables and dense model of the uninterrupted job
+
+def test_resuming_ends_with_the_tables_and_model_of_the_uninterrupted_job(
+    world: tuple[Path, Outcomes],
+) -> None:
+    root, runs = world
     for s in SERVERS:
-        assert resumed[s][0]["start_step"] == 2
-        for a, b in zip(_by_id(exported[s]), _by_id(_final(tmp_path / "b", 4, s)), strict=True):
+        assert runs["resumed"][s][0]["start_step"] == 2
+        uninterrupted, resumed = _final(root / "a", 4, s), _final(root / "b", 4, s)
+        for a, b in zip(_by_id(uninterrupted), _by_id(resumed), strict=True):
             assert torch.equal(a, b)
     for w in WORKERS:
-        before, after = _final(tmp_path / "a", 4, w)["model"], _final(tmp_path / "b", 4, w)["model"]
+        before, after = _final(root / "a", 4, w)["model"], _final(root / "b", 4, w)["model"]
         assert all(torch.equal(before[k], after[k]) for k in before)
 
-    # without deduplication the same training sends far more bytes
-    dedup_bytes = sum(full[r][0]["bytes_sent"] for r in range(4))
-    plain_bytes = sum(undeduped[r][0]["bytes_sent"] for r in range(4))
+
+def test_without_deduplication_the_same_training_sends_far_more_bytes(
+    world: tuple[Path, Outcomes],
+) -> None:
+    root, runs = world
+    dedup_bytes = sum(runs["full"][r][0]["bytes_sent"] for r in range(4))
+    plain_bytes = sum(runs["undeduped"][r][0]["bytes_sent"] for r in range(4))
     assert plain_bytes > 1.3 * dedup_bytes
     for s in SERVERS:
-        a, b = _by_id(exported[s]), _by_id(_final(tmp_path / "c", 4, s))
+        a, b = _by_id(_final(root / "a", 4, s)), _by_id(_final(root / "c", 4, s))
         assert torch.equal(a[0], b[0])
         assert torch.allclose(a[1], b[1], atol=1e-6)
 
-    # async: same rows, training diverges only through staleness
-    for s in SERVERS:
-        ids, params, _ = _by_id(_final(tmp_path / "d", 4, s))
-        assert torch.equal(ids, _by_id(exported[s])[0])
-        assert not torch.equal(params, _by_id(exported[s])[1])
-    assert stale[WORKERS[0]][0]["steps"] == 4
 
-    # lfu eviction keeps each shard at its bound after each pass
+def test_async_keeps_the_rows_and_diverges_only_through_staleness(
+    world: tuple[Path, Outcomes],
+) -> None:
+    root, runs = world
     for s in SERVERS:
-        result, points = evicting[s]
+        ids, params, _ = _by_id(_final(root / "d", 4, s))
+        full_ids, full_params, _ = _by_id(_final(root / "a", 4, s))
+        assert torch.equal(ids, full_ids)
+        assert not torch.equal(params, full_params)
+    assert runs["stale"][WORKERS[0]][0]["steps"] == 4
+
+
+def test_lfu_eviction_keeps_each_shard_at_its_bound(world: tuple[Path, Outcomes]) -> None:
+    _, runs = world
+    for s in SERVERS:
+        result, points = runs["evicting"][s]
         assert result["evicted_rows"] > 0
         sizes = {step: v for step, name, v in points if name == "table_rows"}
         assert sizes[1] <= 150 and sizes[3] <= 150
 
-    # workers reading a party dataset: rows per (field, id) seen, AUC beside the generator's
-    lead = from_dataset[WORKERS[0]][0]
-    assert 0.5 < lead["ground_truth_auc"] <= 1.0 and 0.0 <= lead["auc"] <= 1.0
-    rows = sum(from_dataset[s][0]["live_rows"] for s in SERVERS)
+
+def test_workers_reading_a_party_dataset(world: tuple[Path, Outcomes]) -> None:
+    _, runs = world
+    lead = runs["from_dataset"][WORKERS[0]][0]
+    # rows per (field, id) seen; the AUC beside the generator's own (the best achievable)
+    assert 0.5 < lead["auc"] <= lead["ground_truth_auc"] + 0.02
+    rows = sum(runs["from_dataset"][s][0]["live_rows"] for s in SERVERS)
     assert 0 < rows <= 3 * 200
 
-    # admission: a row only for ids seen in at least 3 worker batches
+
+def test_admission_makes_a_row_only_for_ids_seen_in_three_batches(
+    world: tuple[Path, Outcomes],
+) -> None:
+    root, runs = world
     log = ClickLog(vocab=BASE["data"]["vocab"], seed=BASE["seed"])
     size = BASE["batch_size"]
     batches = [log.ids(torch.arange(b * size, (b + 1) * size)).unique() for b in range(8)]
     ids, counts = torch.cat(batches).unique(return_counts=True)
-    admitted = torch.cat([_final(tmp_path / "e", 4, s)["ids"] for s in SERVERS]).sort().values
+    admitted = torch.cat([_final(root / "e", 4, s)["ids"] for s in SERVERS]).sort().values
     assert torch.equal(admitted, ids[counts >= 3])
-    assert sum(admitting[s][0]["live_rows"] for s in SERVERS) == admitted.numel()
+    assert sum(runs["admitting"][s][0]["live_rows"] for s in SERVERS) == admitted.numel()
 
-    # ttl: rows idle for more than one step are dropped at step 3
+
+def test_ttl_drops_rows_idle_for_more_than_a_step(world: tuple[Path, Outcomes]) -> None:
+    _, runs = world
     for s in SERVERS:
-        result, points = expiring[s]
+        result, _ = runs["expiring"][s]
         assert result["evicted_rows"] > 0
-        assert result["live_rows"] < full[s][0]["live_rows"]
+        assert result["live_rows"] < runs["full"][s][0]["live_rows"]
 
-    # a stop from the platform ends every rank after the same step, with a final export
-    assert [stopped[r][0]["steps"] for r in range(4)] == [3, 3, 3, 3]
+
+def test_a_stop_ends_every_rank_after_the_same_step_with_an_export(
+    world: tuple[Path, Outcomes],
+) -> None:
+    root, runs = world
+    assert [runs["stopped"][r][0]["steps"] for r in range(4)] == [3, 3, 3, 3]
     for s in SERVERS:
-        assert _final(tmp_path / "f", 3, s)["ids"].numel() == stopped[s][0]["live_rows"]
+        assert _final(root / "f", 3, s)["ids"].numel() == runs["stopped"][s][0]["live_rows"]
