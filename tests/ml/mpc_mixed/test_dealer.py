@@ -3,32 +3,27 @@
 import pytest
 import torch
 
+from tessera_ml.algorithms.mpc_mixed import material
 from tessera_ml.algorithms.mpc_mixed.dealer import SeededProvider
-from tessera_ml.algorithms.mpc_mixed.material import (
-    Kind,
-    Request,
-    draw_share0,
-    layout,
-    product_request,
-    secrets,
-    split,
-)
+from tessera_ml.algorithms.mpc_mixed.material import draw_share0, layout, secrets, split
+from tessera_ml.algorithms.mpc_mixed.material_beaver import Square
+from tessera_ml.algorithms.mpc_mixed.request import END, MAX_FACTORS, Kind, Request
 
 REQUESTS = [
     Request(Kind.MUL, 32, (3, 4), (4,)),
     Request(Kind.MATMUL, 64, (3, 4), (4, 2)),
-    Request(Kind.TRUNC, 64, (5,), param=8),
+    Request(Kind.TRUNC, 64, (5,), shift=8),
     Request(Kind.EXTEND, 64, (5,)),
     Request(Kind.COMPARE, 32, (6,)),
-    Request(Kind.COMPARE, 32, (70,), param=1),
-    Request(Kind.COMPARE, 64, (3, 5), param=1),
+    Request(Kind.COMPARE, 32, (70,), fan_in=True),
+    Request(Kind.COMPARE, 64, (3, 5), fan_in=True),
     Request(Kind.SELECT, 0, (6,), uses=(32, 64)),
     Request(Kind.NORM, 64, (8, 3)),
     Request(Kind.MATMUL_PAIR, 64, (5, 3), (3, 2)),
     Request(Kind.WIDE_MUL, 64, (4, 3)),
-    Request(Kind.WIDE_MUL, 64, (4, 3), param=1),
+    Request(Kind.WIDE_MUL, 64, (4, 3), square=True),
     Request(Kind.WIDE_MATMUL, 64, (4, 3), (3, 2)),
-    product_request(32, (6, 2), [False, True, True]),
+    Request(Kind.PRODUCT, 32, (6, 2), bit_factors=(False, True, True)),
 ]
 
 
@@ -52,7 +47,7 @@ def test_products_in_the_material_are_products_of_its_masks() -> None:
 
 
 def test_a_product_item_holds_the_product_of_every_subset_of_its_masks() -> None:
-    req = product_request(64, (5,), [True, False, True, False])
+    req = Request(Kind.PRODUCT, 64, (5,), bit_factors=(True, False, True, False))
     values = secrets(req, torch.Generator().manual_seed(4))
     bits, subsets = values[:2], values[2:]
     assert len(subsets) == 2**4 - 1 and all(b.dtype == torch.uint8 for b in bits)
@@ -79,3 +74,65 @@ def test_replayed_phases_draw_the_same_shares_as_on_demand() -> None:
     phased.get(REQUESTS[0])
     with pytest.raises(RuntimeError, match="deviates"):
         phased.get(REQUESTS[0])
+
+
+def test_the_wire_form_round_trips_every_field() -> None:
+    requests = [
+        *REQUESTS,
+        Request(Kind.TRUNC, 32, (2, 3, 4), shift=31),
+        Request(Kind.EXTEND, 64, (7,), shift=30),
+        Request(Kind.COMPARE, 64, (9,), fan_in=False),
+        Request(Kind.SELECT, 0, (2, 2), uses=(64,)),
+        Request(Kind.PRODUCT, 64, (1,), bit_factors=(True,)),
+        Request(Kind.PRODUCT, 64, (1,), bit_factors=(False,) * MAX_FACTORS),
+        Request(Kind.PRODUCT, 32, (4,), bit_factors=(True,) * MAX_FACTORS),
+        Request(Kind.PRODUCT, 32, (4,), bit_factors=(True, False, False, True, False, True)),
+    ]
+    for req in requests:
+        wire = req.encode()
+        assert wire.dtype == torch.int64 and wire.shape == END.shape
+        assert Request.decode(wire) == req
+    assert Request.decode(END) is None
+
+
+def test_the_wire_form_keeps_its_words() -> None:
+    """Kind, ring, one parameter word, then each tuple behind its length, zero-padded."""
+
+    def words(req: Request) -> list[int]:
+        return [int(w) for w in req.encode().tolist()]
+
+    assert words(Request(Kind.TRUNC, 64, (5,), shift=8))[:8] == [4, 64, 8, 1, 5, 0, 0, 0]
+    assert words(Request(Kind.COMPARE, 32, (70,), fan_in=True))[:3] == [6, 32, 1]
+    assert words(Request(Kind.COMPARE, 32, (70,)))[:3] == [6, 32, 0]
+    assert words(Request(Kind.WIDE_MUL, 64, (4, 3), square=True))[:3] == [11, 64, 1]
+    # factor count in the low byte, the bit factors' mask above it
+    product = Request(Kind.PRODUCT, 32, (6, 2), bit_factors=(False, True, True))
+    assert words(product)[:3] == [13, 32, 3 | 0b110 << 8]
+    select = words(Request(Kind.SELECT, 0, (6,), uses=(32, 64)))
+    assert select == [7, 0, 0, 1, 6, 0, 2, 32, 64] + [0] * 15
+    matmul = words(Request(Kind.MATMUL, 64, (3, 4), (4, 2)))
+    assert matmul == [2, 64, 0, 2, 3, 4, 2, 4, 2, 0] + [0] * 14
+
+
+def test_a_field_the_kind_does_not_take_is_refused() -> None:
+    strays = [
+        Request(Kind.MUL, 32, (3,), (3,), shift=2),
+        Request(Kind.TRUNC, 32, (3,), square=True),
+        Request(Kind.WIDE_MUL, 64, (3,), fan_in=True),
+    ]
+    for req in strays:
+        with pytest.raises(ValueError, match="does not take"):
+            req.encode()
+    for count in (0, MAX_FACTORS + 1):
+        with pytest.raises(ValueError, match="factors"):
+            Request(Kind.PRODUCT, 32, (3,), bit_factors=(False,) * count)
+
+
+def test_material_drawn_outside_its_layout_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    class Lopsided(Square):
+        def draw(self, req: Request, gen: torch.Generator) -> list[torch.Tensor]:
+            return super().draw(req, gen)[:1]
+
+    monkeypatch.setitem(material.KINDS, Kind.SQUARE, Lopsided())
+    with pytest.raises(RuntimeError, match="outside its layout"):
+        secrets(Request(Kind.SQUARE, 32, (4,)), torch.Generator().manual_seed(0))

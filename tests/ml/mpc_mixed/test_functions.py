@@ -108,7 +108,7 @@ def test_batch_norm_forward_and_backward_match_the_formulas() -> None:
         e: Engine, z: torch.Tensor, g: torch.Tensor, b: torch.Tensor, d: torch.Tensor
     ) -> torch.Tensor:
         y, cache = norm_forward(e, z, g, b, ring, running=(e.public(zeros), e.public(ones)))
-        y = e.trunc(y, ring.frac, ring)
+        y = e.arith.trunc(y, ring.frac, ring)
         dgamma, dbeta, dz = norm_backward(e, d, cache, ring)
         assert cache.running is not None
         return torch.cat([y.flatten(), dgamma, dbeta, dz.flatten(), *cache.running])

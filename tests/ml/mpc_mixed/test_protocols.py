@@ -3,11 +3,12 @@
 import pytest
 import torch
 
+from tessera_ml.algorithms.mpc_mixed.arithmetic import Factor
 from tessera_ml.algorithms.mpc_mixed.comparison import levels
 from tessera_ml.algorithms.mpc_mixed.local import run_two
 from tessera_ml.algorithms.mpc_mixed.model import SharedMlp
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
-from tessera_ml.algorithms.mpc_mixed.protocols import Engine, Factor
+from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 
 from .helpers import on_both, shared
@@ -38,10 +39,10 @@ def test_beaver_products_match_plaintext(ring: Ring) -> None:
     x, y, w = ring.encode(a), ring.encode(b), ring.encode(m)
 
     def fn(eng: Engine, x: torch.Tensor, y: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-        mul = eng.trunc(eng.mul(x, y, ring), ring.frac, ring)
-        mat = eng.trunc(eng.matmul(x, w, ring), ring.frac, ring)
-        sq = eng.trunc(eng.square(x, ring), ring.frac, ring)
-        row = eng.trunc(eng.mul(x, y[0], ring), ring.frac, ring)
+        mul = eng.arith.trunc(eng.arith.mul(x, y, ring), ring.frac, ring)
+        mat = eng.arith.trunc(eng.arith.matmul(x, w, ring), ring.frac, ring)
+        sq = eng.arith.trunc(eng.arith.square(x, ring), ring.frac, ring)
+        row = eng.arith.trunc(eng.arith.mul(x, y[0], ring), ring.frac, ring)
         return torch.cat([mul.flatten(), mat.flatten(), sq.flatten(), row.flatten()])
 
     out = ring.decode(on_both(fn, x, y, w, ring=ring))
@@ -63,7 +64,7 @@ def test_truncation_is_floor_division_plus_at_most_one_over_the_whole_valid_rang
     for shift in (1, ring.frac, ring.bits // 2 - 3):
 
         def fn(eng: Engine, v: torch.Tensor, s: int = shift) -> torch.Tensor:
-            return eng.trunc(v, s, ring)
+            return eng.arith.trunc(v, s, ring)
 
         out = on_both(fn, x, ring=ring).to(torch.int64)
         exact = torch.div(x.to(torch.int64), 2**shift, rounding_mode="floor")
@@ -78,7 +79,7 @@ def test_extension_from_32_to_64_bits_is_exact_over_the_valid_range() -> None:
     x = torch.cat([torch.tensor(edges, dtype=torch.int64), rand]).to(torch.int32)
 
     def fn(eng: Engine, v: torch.Tensor) -> torch.Tensor:
-        out = eng.extend(v)
+        out = eng.convert.extend(v)
         assert out.dtype == torch.int64
         return out
 
@@ -88,7 +89,7 @@ def test_extension_from_32_to_64_bits_is_exact_over_the_valid_range() -> None:
 
 def test_reduction_from_64_to_32_bits_keeps_the_value_modulo_2_to_the_32() -> None:
     big = torch.tensor([2**40 + 5, -(2**40) - 7, 2**31 + 9, -3, 2**62], dtype=torch.int64)
-    out = on_both(lambda eng, v: eng.reduce(v), big, ring=Ring(64, 0))
+    out = on_both(lambda eng, v: eng.convert.reduce(v), big, ring=Ring(64, 0))
     assert out.dtype == torch.int32
     assert torch.equal(out.to(torch.int64), ((big + 2**31) % 2**32) - 2**31)
 
@@ -98,8 +99,8 @@ def test_shift_left_then_truncation_moves_between_precisions() -> None:
     x32 = Ring(32, 12).encode(_real((50,), 30))
 
     def fn(eng: Engine, v: torch.Tensor) -> torch.Tensor:
-        up = eng.shift_left(eng.extend(v), 8)
-        return eng.reduce(eng.trunc(up, 8, ring64))
+        up = eng.arith.shift_left(eng.convert.extend(v), 8)
+        return eng.convert.reduce(eng.arith.trunc(up, 8, ring64))
 
     back = on_both(fn, x32, ring=Ring(32, 12))
     assert (back.to(torch.int64) - x32.to(torch.int64)).abs().max() <= 1
@@ -114,7 +115,7 @@ def test_comparison_is_exact_on_the_whole_ring(ring: Ring, comparison: str) -> N
     x = torch.cat([torch.tensor(edges, dtype=torch.int64).to(ring.dtype), rand])
 
     def fn(eng: Engine, v: torch.Tensor) -> torch.Tensor:
-        bit = eng.nonneg_bit(v, ring)
+        bit = eng.binary.nonneg_bit(v, ring)
         return eng.open_xor(bit)[0].to(ring.dtype)
 
     bits = on_both(fn, x, ring=ring, comparison=comparison)
@@ -127,7 +128,7 @@ def test_fan_in_comparison_packs_any_shape(shape: tuple[int, ...]) -> None:
     x = ring.random(shape, GEN)
 
     def fn(eng: Engine, v: torch.Tensor) -> torch.Tensor:
-        bit = eng.nonneg_bit(v, ring)
+        bit = eng.binary.nonneg_bit(v, ring)
         assert bit.shape == v.shape and bit.dtype == torch.uint8
         return eng.open_xor(bit)[0].to(ring.dtype)
 
@@ -139,7 +140,7 @@ def test_fan_in_comparison_packs_any_shape(shape: tuple[int, ...]) -> None:
 def test_fan_in_comparison_takes_a_round_per_level(ring: Ring) -> None:
     def fn(eng: Engine, v: torch.Tensor) -> torch.Tensor:
         before = eng.peer.stats.rounds
-        bit = eng.nonneg_bit(v, ring)
+        bit = eng.binary.nonneg_bit(v, ring)
         assert eng.peer.stats.rounds - before == 1 + len(levels(ring.bits))
         return eng.open_xor(bit)[0].to(ring.dtype)
 
@@ -160,9 +161,9 @@ def test_relu_forward_in_32_bits_and_its_derivative_applied_in_64_bits() -> None
     x, grad = r32.encode(a), r64.encode(g)
 
     def fn(eng: Engine, v: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
-        out, bit = eng.relu(v, r32, r64)
-        dx = eng.mul_bit(dy, bit)
-        return torch.cat([eng.extend(out), dx])
+        out, bit = eng.binary.relu(v, r32, r64)
+        dx = eng.binary.mul_bit(dy, bit)
+        return torch.cat([eng.convert.extend(out), dx])
 
     out = on_both(fn, x, grad, ring=r32)
     xs = r32.decode(x)
@@ -177,7 +178,7 @@ def test_local_truncation_to_32_bits_is_exact_up_to_rounding_on_the_whole_ring(s
     rand = Ring(64, 0).random((3000,), GEN)
     x = torch.cat([torch.tensor(edges, dtype=torch.int64), rand])
 
-    out = on_both(lambda eng, v: eng.trunc_reduce(v, shift), x, ring=Ring(64, 20))
+    out = on_both(lambda eng, v: eng.convert.trunc_reduce(v, shift), x, ring=Ring(64, 20))
     assert out.dtype == torch.int32
     exact = torch.div(x, 2**shift, rounding_mode="floor")
     # compared modulo 2^32: floor or floor + 1
@@ -189,7 +190,7 @@ def test_local_truncation_rounds_stochastically_without_bias() -> None:
     """floor(x / 2^d) + 1 with probability (x mod 2^d) / 2^d, over fresh random shares."""
     shift, low = 8, 64
     x = torch.full((20000,), 5 * 2**shift + low, dtype=torch.int64)
-    out = on_both(lambda eng, v: eng.trunc_reduce(v, shift), x, ring=Ring(64, 20))
+    out = on_both(lambda eng, v: eng.convert.trunc_reduce(v, shift), x, ring=Ring(64, 20))
     ups = (out.to(torch.int64) - 5).double()
     assert set(ups.unique().tolist()) <= {0.0, 1.0}
     assert abs(ups.mean().item() - low / 2**shift) < 0.02
@@ -223,7 +224,7 @@ def test_selection_of_public_values_by_secret_bits(ring: Ring) -> None:
 
     def fn(eng: Engine, _: torch.Tensor) -> torch.Tensor:
         xor_share = bits ^ mask if eng.index == 0 else mask
-        shared, _ = eng.share_bit(xor_share, (ring,))
+        shared, _ = eng.binary.share_bit(xor_share, (ring,))
         return shared.arithmetic(0, eng.index) * values
 
     out = on_both(fn, values, ring=ring)
@@ -251,7 +252,7 @@ def test_products_of_shares_and_secret_bits_in_one_round_are_exact(ring: Ring) -
                 [Factor(next(secret), True) if b else Factor(next(arithmetic)) for b in kind]
             )
         before = eng.peer.stats.rounds
-        out = torch.cat(eng.products(groups, ring))
+        out = torch.cat(eng.arith.products(groups, ring))
         assert eng.peer.stats.rounds == before + 1
         return out
 
@@ -275,8 +276,8 @@ def test_linear_backward_products_with_the_gradient_opened_once(ring: Ring) -> N
 
     def fn(eng: Engine, x: torch.Tensor, d: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         before = eng.peer.stats.rounds
-        xy, yw = eng.matmul_pair(x, d, w, ring)
-        xy, yw = eng.trunc_many([xy, yw], ring.frac, ring)
+        xy, yw = eng.arith.matmul_pair(x, d, w, ring)
+        xy, yw = eng.arith.trunc_many([xy, yw], ring.frac, ring)
         assert eng.peer.stats.rounds - before == 2
         assert xy.shape == (5, 3) and yw.shape == (8, 5)
         return torch.cat([xy.flatten(), yw.flatten()])
@@ -296,7 +297,7 @@ def test_truncation_fused_with_extension_over_the_valid_range(shift: int) -> Non
 
     def fn(eng: Engine, v: torch.Tensor) -> torch.Tensor:
         before = eng.peer.stats.rounds
-        out = eng.trunc_extend(v, shift)
+        out = eng.convert.trunc_extend(v, shift)
         assert out.dtype == torch.int64 and eng.peer.stats.rounds - before == 1
         return out
 
@@ -307,7 +308,7 @@ def test_truncation_fused_with_extension_over_the_valid_range(shift: int) -> Non
 
 def test_truncation_fused_with_extension_rounds_without_bias() -> None:
     x = torch.full((20000,), -7 * 16 + 12, dtype=torch.int32)
-    out = on_both(lambda eng, v: eng.trunc_extend(v, 4), x, ring=Ring(32, 12))
+    out = on_both(lambda eng, v: eng.convert.trunc_extend(v, 4), x, ring=Ring(32, 12))
     ups = (out + 7).double()
     assert set(ups.unique().tolist()) <= {0.0, 1.0}
     assert abs(ups.mean().item() - 12 / 16) < 0.02
@@ -335,7 +336,7 @@ def test_product_and_extension_of_its_left_operand_in_one_round() -> None:
 
     def fn(eng: Engine, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         before = eng.peer.stats.rounds
-        product, extended = eng.matmul_extend(x, y, ring)
+        product, extended = eng.convert.matmul_extend(x, y, ring)
         assert eng.peer.stats.rounds - before == 1 and extended.dtype == torch.int64
         return torch.cat([product.to(torch.int64).flatten(), extended.flatten()])
 
@@ -401,7 +402,7 @@ def test_wide_product_of_32_bit_shares_is_exact_in_64_bits(square: bool) -> None
 
     def fn(eng: Engine, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         before = eng.peer.stats.rounds
-        out = eng.wide_mul(a) if square else eng.wide_mul(a, b)
+        out = eng.wide.wide_mul(a) if square else eng.wide.wide_mul(a, b)
         assert out.dtype == torch.int64 and eng.peer.stats.rounds - before == 1
         return eng.public(eng.reveal(out))  # revealed in Z_2^64
 
@@ -415,7 +416,7 @@ def test_wide_product_then_local_truncation_matches_beaver_and_truncation() -> N
     x, y = ring.encode(a), ring.encode(b)
 
     def fn(eng: Engine, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        return eng.trunc_reduce(eng.wide_mul(u, v), ring.frac)
+        return eng.convert.trunc_reduce(eng.wide.wide_mul(u, v), ring.frac)
 
     out = on_both(fn, x, y, ring=ring).to(torch.int64)
     exact = torch.div(x.to(torch.int64) * y.to(torch.int64), 2**ring.frac, rounding_mode="floor")
@@ -433,11 +434,13 @@ def test_several_products_and_truncations_by_different_shifts_in_one_round_each(
 
     def fn(eng: Engine, u: torch.Tensor, v: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         before = eng.peer.stats.rounds
-        (uv, uu, zu), (opened,) = eng.mul_many([(u, v), (u, None), (z, u)], ring, also=(extra,))
+        (uv, uu, zu), (opened,) = eng.arith.mul_many(
+            [(u, v), (u, None), (z, u)], ring, also=(extra,)
+        )
         assert eng.peer.stats.rounds - before == 1
-        uv, uu, zu = eng.trunc_each([uv, uu, zu], [ring.frac, ring.frac + 1, 0], ring)
+        uv, uu, zu = eng.arith.trunc_each([uv, uu, zu], [ring.frac, ring.frac + 1, 0], ring)
         assert eng.peer.stats.rounds - before == 2
-        zu = eng.trunc(zu, ring.frac, ring)
+        zu = eng.arith.trunc(zu, ring.frac, ring)
         parts = [uv, uu, zu.flatten(), eng.public(opened)]  # both sent extra: 2 * extra
         return torch.cat(parts)
 
@@ -460,7 +463,7 @@ def test_wide_matmul_of_a_32_bit_input_and_64_bit_weights_is_exact() -> None:
 
     def fn(eng: Engine, a: torch.Tensor) -> torch.Tensor:
         before = eng.peer.stats.rounds
-        product, extended = eng.wide_matmul(a, w - w_mask if eng.index == 0 else w_mask)
+        product, extended = eng.wide.wide_matmul(a, w - w_mask if eng.index == 0 else w_mask)
         assert eng.peer.stats.rounds - before == 1
         opened = [eng.reveal(product).flatten(), eng.reveal(extended).flatten()]
         return eng.public(torch.cat(opened))

@@ -2,7 +2,7 @@
 
 import torch
 
-from tessera_ml.algorithms.mpc_mixed.material import Kind, Request
+from tessera_ml.algorithms.mpc_mixed.request import Kind, Request
 from tessera_ml.bench.mpc_mixed.timing import EXCHANGE, MODES, ReplayProvider, time_modes
 from tessera_ml.bench.mpc_mixed.traffic import one_step
 

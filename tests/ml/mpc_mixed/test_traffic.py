@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tessera_ml.algorithms.mpc_mixed.local import engines
-from tessera_ml.algorithms.mpc_mixed.material import Kind, Request
+from tessera_ml.algorithms.mpc_mixed.request import Kind, Request
 from tessera_ml.bench.mpc_mixed.traffic import _CountingOps, one_step
 
 

@@ -15,7 +15,8 @@ few bits per element.
 
 ``FAN_IN`` sets the levels per ring: the 8 chunks of Z_2^32 in one level, the 16 of Z_2^64 in two
 of 4 (one level of 16 would need 2^16 mask products per element). The default comparison,
-``Engine``'s tree, combines two chunks per level instead, on XOR-shared ring words.
+the tree of ``binary.Binary``, combines two chunks per level instead, on XOR-shared ring
+words.
 """
 
 from __future__ import annotations
@@ -31,8 +32,6 @@ CHUNK_BITS = 4
 """The dealer's tables cover this many bits of r at a time."""
 
 COMPARISONS = ("tree", "fan_in")
-TREE, FAN_IN_PARAM = 0, 1
-"""``Request.param`` of a COMPARE item, by comparison."""
 
 FAN_IN = {32: (8,), 64: (4, 4)}
 """Chunks combined per group at each level, lowest level first."""

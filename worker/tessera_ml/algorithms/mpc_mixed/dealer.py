@@ -18,21 +18,23 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 import torch
 
-from tessera_ml.algorithms.mpc_mixed.material import (
-    END,
-    WIRE_WORDS,
-    Request,
-    draw_share0,
-    layout,
-    secrets,
-    split,
-)
+from tessera_ml.algorithms.mpc_mixed.material import draw_share0, layout, secrets, split
+from tessera_ml.algorithms.mpc_mixed.request import END, WIRE_WORDS, Request
 from tessera_ml.comm.base import Communicator
 
-CMD_STOP, CMD_RECORD, CMD_BUNDLE, CMD_CHECKPOINT = 0, 1, 2, 3
+
+class Command(IntEnum):
+    """What party 1 asks of the dealer rank (the first of two int64 words; the second is a
+    phase key or a step)."""
+
+    STOP = 0
+    RECORD = 1
+    BUNDLE = 2
+    CHECKPOINT = 3
 
 
 @dataclass
@@ -199,7 +201,7 @@ class FetchingProvider(RecordingProvider):
         return t
 
     def _start_recording(self, key: int) -> None:
-        self._send(torch.tensor([CMD_RECORD, key], dtype=torch.int64))
+        self._send(torch.tensor([Command.RECORD, key], dtype=torch.int64))
 
     def _stop_recording(self) -> None:
         self._send(END)
@@ -211,15 +213,15 @@ class FetchingProvider(RecordingProvider):
         )[0]
 
     def _prepare(self, key: int, schedule: list[Request]) -> list[list[torch.Tensor]]:
-        self._send(torch.tensor([CMD_BUNDLE, key], dtype=torch.int64))
+        self._send(torch.tensor([Command.BUNDLE, key], dtype=torch.int64))
         raw = self._recv(torch.empty(_bundle_bytes(schedule), dtype=torch.uint8))
         return _split_bundle(raw, schedule)
 
     def close(self) -> None:
-        self._send(torch.tensor([CMD_STOP, 0], dtype=torch.int64))
+        self._send(torch.tensor([Command.STOP, 0], dtype=torch.int64))
 
     def checkpoint(self, step: int) -> None:
-        self._send(torch.tensor([CMD_CHECKPOINT, step], dtype=torch.int64))
+        self._send(torch.tensor([Command.CHECKPOINT, step], dtype=torch.int64))
 
 
 def _bundle_bytes(reqs: list[Request]) -> int:
@@ -274,9 +276,9 @@ def serve(
         cmd = torch.empty(2, dtype=torch.int64)
         comm.recv(cmd, party1)
         op, key = int(cmd[0]), int(cmd[1])
-        if op == CMD_STOP:
+        if op == Command.STOP:
             return {"items": items}
-        if op == CMD_RECORD:
+        if op == Command.RECORD:
             recorded: list[Request] = []
             while True:
                 wire = torch.empty(WIRE_WORDS, dtype=torch.int64)
@@ -288,10 +290,10 @@ def serve(
                 comm.send(_join_bundle([make(req)]), party1)
                 items += 1
             schedules[key] = recorded
-        elif op == CMD_CHECKPOINT:
+        elif op == Command.CHECKPOINT:
             if on_checkpoint is not None:
                 on_checkpoint(key)
-        elif op == CMD_BUNDLE:
+        elif op == Command.BUNDLE:
             schedule = schedules[key]
             comm.send(_join_bundle([make(r) for r in schedule]), party1)
             items += len(schedule)

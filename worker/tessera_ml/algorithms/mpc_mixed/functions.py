@@ -15,7 +15,8 @@ import math
 
 import torch
 
-from tessera_ml.algorithms.mpc_mixed.protocols import Engine, Factor
+from tessera_ml.algorithms.mpc_mixed.arithmetic import Factor
+from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.ring import Ring, ring_sum
 
 SOFTMAX_SQUARINGS = 4
@@ -38,13 +39,13 @@ def row_max(eng: Engine, x: torch.Tensor, ring: Ring) -> torch.Tensor:
         max = sum_i x_i * prod_(j > i) [x_i >= x_j] * prod_(j < i) [x_i > x_j],
 
     where exactly one index passes, the first maximum. Each x_i times its n - 1 bits is a
-    product of n factors, taken ``PRODUCT_GROUP`` at a time in one round (``Engine.products``,
-    the bits as XOR shares): two rounds for ten classes."""
+    product of n factors, taken ``PRODUCT_GROUP`` at a time in one round
+    (``Arithmetic.products``, the bits as XOR shares): two rounds for ten classes."""
     n = x.shape[-1]
     if n == 1:
         return x
     i, j = torch.triu_indices(n, n, 1)
-    ge = eng.nonneg_bit((x[..., i] - x[..., j]).contiguous(), ring)  # [x_i >= x_j]
+    ge = eng.binary.nonneg_bit((x[..., i] - x[..., j]).contiguous(), ring)  # [x_i >= x_j]
     gt = ge ^ 1 if eng.index == 0 else ge  # [x_j > x_i]
     pair = torch.zeros(n, n, dtype=torch.long)
     pair[i, j] = torch.arange(len(i))
@@ -56,9 +57,8 @@ def row_max(eng: Engine, x: torch.Tensor, ring: Ring) -> torch.Tensor:
     factors = [Factor(x)] + [Factor(bits[..., m].contiguous(), bit=True) for m in range(n - 1)]
     while len(factors) > 1:
         groups = [factors[g : g + PRODUCT_GROUP] for g in range(0, len(factors), PRODUCT_GROUP)]
-        factors = [Factor(v) for v in eng.products([g for g in groups if len(g) > 1], ring)] + [
-            g[0] for g in groups if len(g) == 1
-        ]
+        products = eng.arith.products([g for g in groups if len(g) > 1], ring)
+        factors = [Factor(v) for v in products] + [g[0] for g in groups if len(g) == 1]
     return ring_sum(factors[0].value, -1, keepdim=True)
 
 
@@ -74,9 +74,9 @@ def mul_trunc(
     Z_2^32 ring in a mode that also has Z_2^64) the product is exact in Z_2^64 and comes back
     by a local shift-and-reduce: one round; otherwise a Beaver product and a truncation: two."""
     if wide and ring.bits == 32:
-        return eng.trunc_reduce(eng.wide_mul(x, y), ring.frac + extra)
-    product = eng.square(x, ring) if y is None else eng.mul(x, y, ring)
-    return eng.trunc(product, ring.frac + extra, ring)
+        return eng.convert.trunc_reduce(eng.wide.wide_mul(x, y), ring.frac + extra)
+    product = eng.arith.square(x, ring) if y is None else eng.arith.mul(x, y, ring)
+    return eng.arith.trunc(product, ring.frac + extra, ring)
 
 
 def exp_surrogate(eng: Engine, x: torch.Tensor, ring: Ring, wide: bool = False) -> torch.Tensor:
@@ -87,11 +87,11 @@ def exp_surrogate(eng: Engine, x: torch.Tensor, ring: Ring, wide: bool = False) 
     alone x is truncated by k bits first (one round more)."""
     k = SOFTMAX_SQUARINGS
     if wide or ring.bits == 64:
-        y, _ = eng.relu(eng.add_public(x, ring.scale << k), ring)
+        y, _ = eng.binary.relu(eng.add_public(x, ring.scale << k), ring)
         y = mul_trunc(eng, y, None, ring, wide, extra=2 * k)
     else:
-        base = eng.add_public(eng.trunc(x, k, ring), ring.scale)
-        y, _ = eng.relu(base, ring)
+        base = eng.add_public(eng.arith.trunc(x, k, ring), ring.scale)
+        y, _ = eng.binary.relu(base, ring)
         y = mul_trunc(eng, y, None, ring)
     for _ in range(k - 1):
         y = mul_trunc(eng, y, None, ring, wide)
@@ -119,7 +119,7 @@ def reciprocal(
     a, b, steps = reciprocal_line(upper, ring.frac)
     if wide and ring.bits == 32:
         return _reciprocal_wide(eng, s, ring, a, b, steps)
-    y = eng.add_public(-eng.mul_public(s, b, ring), round(a * ring.scale))
+    y = eng.add_public(-eng.arith.mul_public(s, b, ring), round(a * ring.scale))
     two = 2 * ring.scale
     for _ in range(steps):
         sy = mul_trunc(eng, s, y, ring)
@@ -138,8 +138,8 @@ def _reciprocal_wide(
     y_frac = 2 * frac
     two = 2 * ring.scale
     for _ in range(steps):
-        sy = eng.trunc_reduce(eng.wide_mul(s, y), y_frac)
-        y = eng.trunc_reduce(eng.wide_mul(y, eng.add_public(-sy, two)), y_frac)
+        sy = eng.convert.trunc_reduce(eng.wide.wide_mul(s, y), y_frac)
+        y = eng.convert.trunc_reduce(eng.wide.wide_mul(y, eng.add_public(-sy, two)), y_frac)
         y_frac = frac
     return y
 
@@ -173,10 +173,10 @@ def rsqrt(eng: Engine, v: torch.Tensor, ring: Ring, bracket: Ring | None = None)
     probe, at = v, ring
     if bracket is not None and bracket != ring:
         at = Ring(bracket.bits, min(ring.frac, bracket.bits // 2 - 2))
-        probe = eng.trunc_reduce(v, ring.frac - at.frac)
+        probe = eng.convert.trunc_reduce(v, ring.frac - at.frac)
     points = torch.tensor([round(2.0**j * at.scale) for j in js], dtype=at.dtype)
     diffs = eng.add_public(probe.unsqueeze(0).expand(len(js), *v.shape), -points.view(-1, 1))
-    bits = eng.nonneg_bit(diffs.contiguous(), at)
+    bits = eng.binary.nonneg_bit(diffs.contiguous(), at)
     f, slope_bits = ring.frac, RSQRT_SLOPE_BITS[ring.bits]
     scales = (ring.scale, ring.scale * 2.0**slope_bits)
     lines = [rsqrt_line(j) for j in [js[0] - 1, *js]]
@@ -188,7 +188,7 @@ def rsqrt(eng: Engine, v: torch.Tensor, ring: Ring, bracket: Ring | None = None)
         for i in (0, 1)
     ]
     # one round opens the bits and gives v * bit for every bracket point
-    shared, v_bits = eng.share_bit(
+    shared, v_bits = eng.binary.share_bit(
         bits, (ring,), first=v.unsqueeze(0).expand_as(diffs).contiguous()
     )
     assert v_bits is not None
@@ -196,13 +196,13 @@ def rsqrt(eng: Engine, v: torch.Tensor, ring: Ring, bracket: Ring | None = None)
         ring_sum(shared.arithmetic(0, eng.index) * increments[0], 0), round(lines[0][0] * scales[0])
     )
     bv = ring_sum(v_bits * increments[1], 0) + v * round(lines[0][1] * scales[1])
-    y = a + eng.trunc(bv, f + slope_bits, ring)
+    y = a + eng.arith.trunc(bv, f + slope_bits, ring)
     for _ in range(RSQRT_ITERATIONS):
         # y (3 - v y^2) / 2 = (3 y - (v y) y^2) / 2: y^2 and v y in one round, then one product
-        (y2, vy), _ = eng.mul_many([(y, None), (v, y)], ring)
-        y2, vy = eng.trunc_many([y2, vy], f, ring)
-        vy3 = eng.mul(vy, y2, ring)
-        y = eng.trunc((3 * y << f) - vy3, f + 1, ring)
+        (y2, vy), _ = eng.arith.mul_many([(y, None), (v, y)], ring)
+        y2, vy = eng.arith.trunc_many([y2, vy], f, ring)
+        vy3 = eng.arith.mul(vy, y2, ring)
+        y = eng.arith.trunc((3 * y << f) - vy3, f + 1, ring)
     return y
 
 
@@ -211,8 +211,8 @@ def softmax(eng: Engine, logits: torch.Tensor, ring: Ring, wide: bool = False) -
     ``mul_trunc``."""
     product = softmax_product(eng, logits, ring, wide)
     if wide and ring.bits == 32:
-        return eng.trunc_reduce(product, ring.frac)
-    return eng.trunc(product, ring.frac, ring)
+        return eng.convert.trunc_reduce(product, ring.frac)
+    return eng.arith.trunc(product, ring.frac, ring)
 
 
 def softmax_product(
@@ -225,8 +225,8 @@ def softmax_product(
     total = ring_sum(e, -1, keepdim=True)
     inv = reciprocal(eng, total, ring, logits.shape[-1], wide)
     if wide and ring.bits == 32:
-        return eng.wide_mul(e, inv.expand_as(e).contiguous())
-    return eng.mul(e, inv, ring)
+        return eng.wide.wide_mul(e, inv.expand_as(e).contiguous())
+    return eng.arith.mul(e, inv, ring)
 
 
 def exp_surrogate_plain(x: torch.Tensor) -> torch.Tensor:

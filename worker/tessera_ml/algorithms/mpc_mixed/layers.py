@@ -12,9 +12,9 @@ from dataclasses import dataclass
 import torch
 
 from tessera_ml.algorithms.mpc_mixed.functions import rsqrt
-from tessera_ml.algorithms.mpc_mixed.material import Kind, Request
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
+from tessera_ml.algorithms.mpc_mixed.request import Kind, Request
 from tessera_ml.algorithms.mpc_mixed.ring import Ring, ring_sum
 
 
@@ -22,7 +22,7 @@ def linear_forward(
     eng: Engine, x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, ring: Ring
 ) -> torch.Tensor:
     """x @ w + b, truncated back to the ring's scale."""
-    return bias_trunc(eng, eng.matmul(x, w, ring), b, ring)
+    return bias_trunc(eng, eng.arith.matmul(x, w, ring), b, ring)
 
 
 def bias_trunc(
@@ -31,7 +31,7 @@ def bias_trunc(
     """product + b, with product at 2 * ring.frac bits, truncated back to the ring's scale."""
     if b is not None:
         product = product + (b << ring.frac)
-    return eng.trunc(product, ring.frac, ring)
+    return eng.arith.trunc(product, ring.frac, ring)
 
 
 def linear_backward(
@@ -41,9 +41,10 @@ def linear_backward(
     truncated in one round."""
     db = ring_sum(dz, 0)
     if not need_dx:
-        return eng.trunc(eng.matmul(x.t().contiguous(), dz, ring), ring.frac, ring), db, None
-    dw, dx = eng.matmul_pair(x.t().contiguous(), dz, w.t().contiguous(), ring)
-    dw, dx = eng.trunc_many([dw, dx], ring.frac, ring)
+        dw = eng.arith.matmul(x.t().contiguous(), dz, ring)
+        return eng.arith.trunc(dw, ring.frac, ring), db, None
+    dw, dx = eng.arith.matmul_pair(x.t().contiguous(), dz, w.t().contiguous(), ring)
+    dw, dx = eng.arith.trunc_many([dw, dx], ring.frac, ring)
     return dw, db, dx
 
 
@@ -85,22 +86,22 @@ def norm_forward(
     f = ring.frac
     material = eng.provider.get(Request(Kind.NORM, ring.bits, tuple(z.shape)))
     a_c, a_s, _a_d, _a_k, a_cc, a_cs = material[:6]
-    mean = eng.mul_public(ring_sum(z, 0), 1.0 / batch, ring)
+    mean = eng.arith.mul_public(ring_sum(z, 0), 1.0 / batch, ring)
     centred = z - mean
     (e_c,) = eng.open(centred - a_c)
-    sum_sq = ring_sum(eng.product_of_masked(e_c, a_c, e_c, a_c, a_cc), 0)
+    sum_sq = ring_sum(eng.arith.product_of_masked(e_c, a_c, e_c, a_c, a_cc), 0)
     if batch & (batch - 1) == 0:  # dividing by B is part of the shift
-        var = eng.trunc(sum_sq, f + batch.bit_length() - 1, ring)
+        var = eng.arith.trunc(sum_sq, f + batch.bit_length() - 1, ring)
     else:
-        var = eng.mul_public(eng.trunc(sum_sq, f, ring), 1.0 / batch, ring)
+        var = eng.arith.mul_public(eng.arith.trunc(sum_sq, f, ring), 1.0 / batch, ring)
     inv_std = rsqrt(eng, eng.add_public(var, round(BN_EPS * ring.scale)), ring, bracket)
-    raw = [eng.mul(gamma, inv_std, ring)]
+    raw = [eng.arith.mul(gamma, inv_std, ring)]
     if running is not None:
         factor = round(BN_MOMENTUM * ring.scale)
         raw += [(mean - running[0]) * factor, (var - running[1]) * factor]
-    scale, *steps = eng.trunc_many(raw, f, ring)
+    scale, *steps = eng.arith.trunc_many(raw, f, ring)
     (e_s,) = eng.open(scale - a_s)
-    y = eng.product_of_masked(e_c, a_c, e_s, a_s, a_cs) + (beta << f)
+    y = eng.arith.product_of_masked(e_c, a_c, e_s, a_s, a_cs) + (beta << f)
     cache = NormCache(centred, inv_std, scale, e_c, e_s, material)
     if running is not None:
         cache.running = (running[0] + steps[0], running[1] + steps[1])
@@ -119,8 +120,8 @@ def norm_eval(
 ) -> torch.Tensor:
     """Normalisation with running statistics (evaluation); output at 2 * ring.frac."""
     inv_std = rsqrt(eng, eng.add_public(var, round(BN_EPS * ring.scale)), ring, bracket)
-    scale = eng.trunc(eng.mul(gamma, inv_std, ring), ring.frac, ring)
-    return eng.mul(z - mean, scale, ring) + (beta << ring.frac)
+    scale = eng.arith.trunc(eng.arith.mul(gamma, inv_std, ring), ring.frac, ring)
+    return eng.arith.mul(z - mean, scale, ring) + (beta << ring.frac)
 
 
 def norm_backward(
@@ -137,20 +138,20 @@ def norm_backward(
     e_c, e_s = cache.open_centred, cache.open_scale
     dbeta = ring_sum(dy, 0)
     # dy's opening, and the products that do not need it, in one round
-    (s_r, v), (e_d,) = eng.mul_many(
+    (s_r, v), (e_d,) = eng.arith.mul_many(
         [(cache.scale, cache.inv_std), (cache.scale, dbeta)], ring, also=(dy - a_d,)
     )
-    t = ring_sum(eng.product_of_masked(e_d, a_d, e_c, a_c, a_dc), 0)
-    t, s_r, v = eng.trunc_many([t, s_r, v], f, ring)
-    dgamma = eng.mul(t, cache.inv_std, ring)
+    t = ring_sum(eng.arith.product_of_masked(e_d, a_d, e_c, a_c, a_dc), 0)
+    t, s_r, v = eng.arith.trunc_many([t, s_r, v], f, ring)
+    dgamma = eng.arith.mul(t, cache.inv_std, ring)
     # the divisions by B ride on dgamma's truncation
-    dgamma, s_r, v = eng.trunc_many([dgamma, s_r * per_row, v * per_row], f, ring)
-    k = eng.trunc(eng.mul(s_r, dgamma, ring), f, ring)
+    dgamma, s_r, v = eng.arith.trunc_many([dgamma, s_r * per_row, v * per_row], f, ring)
+    k = eng.arith.trunc(eng.arith.mul(s_r, dgamma, ring), f, ring)
     (e_k,) = eng.open(k - a_k)
-    both = eng.product_of_masked(e_d, a_d, e_s, a_s, a_ds) - eng.product_of_masked(
+    both = eng.arith.product_of_masked(e_d, a_d, e_s, a_s, a_ds) - eng.arith.product_of_masked(
         e_c, a_c, e_k, a_k, a_ck
     )
-    dz = eng.trunc(both, f, ring) - v
+    dz = eng.arith.trunc(both, f, ring) - v
     return dgamma, dbeta, dz
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from tessera_ml.algorithms.mpc_mixed.binary import SharedBit
 from tessera_ml.algorithms.mpc_mixed.functions import softmax, softmax_product
 from tessera_ml.algorithms.mpc_mixed.layers import (
     NormCache,
@@ -24,7 +25,7 @@ from tessera_ml.algorithms.mpc_mixed.layers import (
     norm_forward,
 )
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
-from tessera_ml.algorithms.mpc_mixed.protocols import Engine, SharedBit
+from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 
 
@@ -88,7 +89,7 @@ def _input_product(
     """h @ w (2 p1 bits, forward ring) and, with ``keep``, h in the backward ring."""
     if keep:
         return prec.matmul_keeping_input(eng, h, w)
-    return eng.matmul(h, w, prec.forward), None
+    return eng.arith.matmul(h, w, prec.forward), None
 
 
 def hidden_forward(
@@ -107,7 +108,7 @@ def hidden_forward(
     product, h_back = _input_product(eng, prec, h, fwd[f"w{i}"], keep)
     if not model.has_norm(i):
         z = bias_trunc(eng, product, fwd[f"b{i}"], f)
-        out, bit = eng.relu(z, f, prec.backward if training else None)
+        out, bit = eng.binary.relu(z, f, prec.backward if training else None)
         return out, bit, None, h_back
     n = prec.norm
     z_norm = prec.product_to_norm(eng, product)
@@ -124,7 +125,7 @@ def hidden_forward(
             eng, z_norm, p[f"gamma{i}"], p[f"beta{i}"], p[f"mean{i}"], p[f"var{i}"], n, prec.bracket
         )
     y_fwd = prec.norm_to_forward(eng, y, 2 * n.frac)
-    out, bit = eng.relu(y_fwd, f, prec.backward if training else None)
+    out, bit = eng.binary.relu(y_fwd, f, prec.backward if training else None)
     return out, bit, cache, h_back
 
 
@@ -184,7 +185,7 @@ def train_step(
     for i in reversed(range(last)):
         cache = caches[i]
         assert dh is not None
-        dy = eng.mul_bit(dh, cache.relu)
+        dy = eng.binary.mul_bit(dh, cache.relu)
         if cache.norm is not None:
             grads[f"gamma{i}"], grads[f"beta{i}"], dy = norm_backward(eng, dy, cache.norm, b)
         dw, db, dh = linear_backward(eng, inputs_back[i], p[f"w{i}"], dy, b, need_dx=i > 0)

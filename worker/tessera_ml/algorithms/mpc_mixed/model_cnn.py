@@ -102,7 +102,7 @@ def cnn_train_step(
     probs, dz = prec.softmax_gradient(eng, product, y_back, lr / batch)
     dw1, db1, dpooled = linear_backward(eng, pooled_back, p["w1"], dz, b, need_dx=True)
     assert dpooled is not None
-    dh = eng.mul_bit(unpool(dpooled, p["gamma0"].shape[0]), bit)
+    dh = eng.binary.mul_bit(unpool(dpooled, p["gamma0"].shape[0]), bit)
     dgamma, dbeta, dconv = norm_backward(eng, dh, cache, b)
     dw0, _, _ = linear_backward(eng, patches(x_back), p["w0"], dconv, b, need_dx=False)
     grads = {"w0": dw0, "gamma0": dgamma, "beta0": dbeta, "w1": dw1, "b1": db1}

@@ -58,11 +58,11 @@ class Precision:
         ``mixed`` the truncation rides on the extension's opening (one round, not two)."""
         f = self.forward
         if not self.split:
-            return eng.trunc(z, f.frac, f)
+            return eng.arith.trunc(z, f.frac, f)
         shift = 2 * f.frac - self.norm.frac
         if shift >= 0:
-            return eng.trunc_extend(z, shift)
-        return eng.shift_left(eng.extend(z), -shift)
+            return eng.convert.trunc_extend(z, shift)
+        return eng.arith.shift_left(eng.convert.extend(z), -shift)
 
     def matmul_keeping_input(
         self, eng: Engine, x: torch.Tensor, w: torch.Tensor
@@ -70,9 +70,9 @@ class Precision:
         """x @ w in the forward ring (2 p1 bits), and x in the backward ring for the backward
         pass: in ``mixed`` x's extension is opened in the product's round."""
         if not self.split:
-            return eng.matmul(x, w, self.forward), x
-        product, extended = eng.matmul_extend(x, w, self.forward)
-        return product, eng.shift_left(extended, self.backward.frac - self.forward.frac)
+            return eng.arith.matmul(x, w, self.forward), x
+        product, extended = eng.convert.matmul_extend(x, w, self.forward)
+        return product, eng.arith.shift_left(extended, self.backward.frac - self.forward.frac)
 
     def linear_keeping_input(
         self,
@@ -87,11 +87,11 @@ class Precision:
         a local shift-and-reduce: one round in all, not two."""
         f, back = self.forward, self.backward
         if not self.split:
-            product = eng.matmul(x, w[0], f)
-            return eng.trunc(product + (b[0] << f.frac), f.frac, f), x
-        product, extended = eng.wide_matmul(x, w[1])
+            product = eng.arith.matmul(x, w[0], f)
+            return eng.arith.trunc(product + (b[0] << f.frac), f.frac, f), x
+        product, extended = eng.wide.wide_matmul(x, w[1])
         logits = self._shift_reduce(eng, product + (b[1] << f.frac), back.frac)
-        return logits, eng.shift_left(extended, back.frac - f.frac)
+        return logits, eng.arith.shift_left(extended, back.frac - f.frac)
 
     def softmax_gradient(
         self, eng: Engine, product: torch.Tensor, y: torch.Tensor, scale: float
@@ -102,14 +102,14 @@ class Precision:
         shift-and-reduce of it, and dz's truncation also removes its extra bits: one round."""
         f, b = self.forward, self.backward
         if not self.split:
-            probs = eng.trunc(product, f.frac, f)
-            return probs, eng.mul_public(probs - y, scale, b)
+            probs = eng.arith.trunc(product, f.frac, f)
+            return probs, eng.arith.mul_public(probs - y, scale, b)
         frac = 2 * f.frac
         if frac < b.frac:
-            product, frac = eng.shift_left(product, b.frac - frac), b.frac
-        probs = eng.trunc_reduce(product, frac - f.frac)
-        diff = product - eng.shift_left(y, frac - b.frac)
-        return probs, eng.trunc(diff * round(scale * b.scale), frac, b)
+            product, frac = eng.arith.shift_left(product, b.frac - frac), b.frac
+        probs = eng.convert.trunc_reduce(product, frac - f.frac)
+        diff = product - eng.arith.shift_left(y, frac - b.frac)
+        return probs, eng.arith.trunc(diff * round(scale * b.scale), frac, b)
 
     def weights_to_forward_many(self, eng: Engine, ws: list[torch.Tensor]) -> list[torch.Tensor]:
         """``weights_to_forward`` of several tensors (local, no round)."""
@@ -120,11 +120,11 @@ class Precision:
         shift = frac - self.forward.frac
         if self.split:
             return self._shift_reduce(eng, y, shift)
-        return eng.trunc(y, shift, self.norm)
+        return eng.arith.trunc(y, shift, self.norm)
 
     def _shift_reduce(self, eng: Engine, x: torch.Tensor, shift: int) -> torch.Tensor:
         """Second ring -> first ring with a right shift: local up to 32 bits (the wrap of the
         shares vanishes modulo 2^32), else a secure truncation first."""
         if shift <= 32:
-            return eng.trunc_reduce(x, shift)
-        return eng.trunc_reduce(eng.trunc(x, shift - 32, self.backward), 32)
+            return eng.convert.trunc_reduce(x, shift)
+        return eng.convert.trunc_reduce(eng.arith.trunc(x, shift - 32, self.backward), 32)

@@ -37,10 +37,10 @@ from typing import Any, Literal
 import torch
 
 from tessera_ml.algorithms.mpc_mixed import data
+from tessera_ml.algorithms.mpc_mixed.compute_party import initial_params
 from tessera_ml.algorithms.mpc_mixed.model_cnn import PlainCnn
 from tessera_ml.algorithms.mpc_mixed.reference import PlainMlp
 from tessera_ml.algorithms.mpc_mixed.spec import MpcMixedConfig
-from tessera_ml.algorithms.mpc_mixed.train import initial_params
 from tessera_ml.bench.api import BenchArgs, BenchReport
 from tessera_ml.bench.harness import BenchHarness
 from tessera_ml.bench.measure import plaintext_matches

@@ -33,10 +33,11 @@ from tessera_ml.algorithms.mpc_mixed.channel import SPIN_S, Peer
 from tessera_ml.algorithms.mpc_mixed.dealer import RecordingProvider
 from tessera_ml.algorithms.mpc_mixed.link import open_link
 from tessera_ml.algorithms.mpc_mixed.local import share_inputs
-from tessera_ml.algorithms.mpc_mixed.material import Request, draw_share0, secrets, split
+from tessera_ml.algorithms.mpc_mixed.material import draw_share0, secrets, split
 from tessera_ml.algorithms.mpc_mixed.model import SharedMlp, init_params, train_step
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
+from tessera_ml.algorithms.mpc_mixed.request import Request
 from tessera_ml.comm.base import Communicator
 from tessera_ml.worlds import run_world
 
@@ -44,27 +45,27 @@ MODES = ("mixed", "all64")
 WARMUP_STEPS = 2
 EXCHANGE = "(exchange)"
 PROTOCOLS = (
-    "matmul",
-    "matmul_extend",
-    "matmul_pair",
-    "mul_many",
-    "products",
-    "product_of_masked",
-    "mul_public",
-    "trunc_each",
-    "trunc_extend",
-    "wide_mul",
-    "wide_matmul",
-    "trunc_reduce",
-    "nonneg_bit",
-    "share_bit",
-    "mul_bit",
+    "arith.matmul",
+    "convert.matmul_extend",
+    "arith.matmul_pair",
+    "arith.mul_many",
+    "arith.products",
+    "arith.product_of_masked",
+    "arith.mul_public",
+    "arith.trunc_each",
+    "convert.trunc_extend",
+    "wide.wide_mul",
+    "wide.wide_matmul",
+    "convert.trunc_reduce",
+    "binary.nonneg_bit",
+    "binary.share_bit",
+    "binary.mul_bit",
     "open",
     "open_xor",
     "add_public",
 )
-"""Engine methods timed; a call inside another (``mul`` inside ``mul_many``) counts for the
-outer one."""
+"""Engine methods timed, by their path from the engine, each reported under its name; a call
+inside another (``trunc_each`` inside ``mul_public``) counts for the outer one."""
 
 
 class ReplayProvider(RecordingProvider):
@@ -130,8 +131,12 @@ class _Clock:
 
 def _timed_engine(index: int, peer: Peer, clock: _Clock) -> Engine:
     eng = Engine(index, peer, ReplayProvider(index))
-    for name in PROTOCOLS:
-        setattr(eng, name, clock.protocol(name, getattr(eng, name)))
+    for path in PROTOCOLS:
+        *parts, name = path.split(".")
+        owner: object = eng
+        for part in parts:
+            owner = getattr(owner, part)
+        setattr(owner, name, clock.protocol(name, getattr(owner, name)))
     return eng
 
 

@@ -29,8 +29,17 @@ from tessera_ml.algorithms.mpc_mixed.precision import MODES, Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 
 _HERE = Path(mpc_mixed.__file__).parent  # the algorithm's modules, whose frames name a site
-_NOT_SITES = ("protocols.py", "channel.py", "traffic.py")
-_OFFLINE = ("dealer.py", "material.py")
+_PROTOCOLS = ("protocols.py", "party.py", "arithmetic.py", "conversion.py", "wide.py", "binary.py")
+"""The engine's modules: the outermost frame in one of them names the protocol."""
+_NOT_SITES = (*_PROTOCOLS, "channel.py", "traffic.py")
+_OFFLINE = (
+    "dealer.py",
+    "material.py",
+    "material_kind.py",
+    "material_beaver.py",
+    "material_rings.py",
+    "material_bits.py",
+)
 
 
 def _site() -> str | None:
@@ -39,7 +48,7 @@ def _site() -> str | None:
     frames = [f for f in traceback.extract_stack() if Path(f.filename).parent == _HERE]
     if any(f.filename.endswith(_OFFLINE) for f in frames):
         return None
-    protocol = next((f.name for f in frames if f.filename.endswith("protocols.py")), "-")
+    protocol = next((f.name for f in frames if f.filename.endswith(_PROTOCOLS)), "-")
     outer = [f for f in frames if not f.filename.endswith(_NOT_SITES)]
     where = f"{Path(outer[-1].filename).name}:{outer[-1].name}" if outer else "?"
     return f"{where} / {protocol}"

@@ -1,0 +1,105 @@
+"""Material for XOR-shared bits: the comparison's masks, chunk tables and AND gates, and the
+random bits that let a secret bit multiply additive shares."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from tessera_ml.algorithms.mpc_mixed import comparison
+from tessera_ml.algorithms.mpc_mixed.comparison import (
+    CHUNK_BITS,
+    compare_chunks,
+    table_words,
+    tree_levels,
+)
+from tessera_ml.algorithms.mpc_mixed.material_kind import (
+    MaterialKind,
+    Slot,
+    arithmetic,
+    dtype_of,
+    ring_of,
+)
+from tessera_ml.algorithms.mpc_mixed.request import Kind, Request
+from tessera_ml.algorithms.mpc_mixed.ring import Ring
+
+
+class Compare(MaterialKind):
+    """r, msb(r) (XOR) and the per-chunk tables of r's low bits, then what combines the chunks:
+    per level of the tree, AND triples on ring words; per level of ``fan_in``, the factors'
+    masks and the ANDs of their subsets."""
+
+    kind = Kind.COMPARE
+
+    def layout(self, req: Request) -> list[Slot]:
+        s = req.shape
+        table = Slot((*s, table_words(req.bits)), torch.int64, True)
+        slots = [arithmetic(s, req.bits), Slot(s, torch.uint8, True), table, table]
+        if not req.fan_in:
+            gates = 5 * (tree_levels(req.bits) - 1) + 3
+            return slots + [Slot(s, dtype_of(req.bits), True)] * gates
+        words = comparison.words_for(math.prod(s))
+        for level in comparison.levels(req.bits):
+            shapes = comparison.level_shapes(level, words)
+            slots += [Slot(shape, torch.int64, True) for shape in shapes]
+        return slots
+
+    def draw(self, req: Request, gen: torch.Generator) -> list[torch.Tensor]:
+        ring, s = ring_of(req), req.shape
+        r = ring.random(s, gen)
+        less, equal = _chunk_tables(r.to(torch.int64) & ((1 << (req.bits - 1)) - 1), req.bits)
+        out = [r, ring.msb(r).to(torch.uint8), less, equal]
+        if req.fan_in:
+            words = comparison.words_for(math.prod(s))
+            for fan_in_level in comparison.levels(req.bits):
+                out += comparison.level_material(fan_in_level, words, gen)
+            return out
+        levels = tree_levels(req.bits)
+        for level in range(levels):
+            a, b1 = ring.random(s, gen), ring.random(s, gen)
+            if level == levels - 1:
+                out += [a, b1, a & b1]
+            else:
+                b2 = ring.random(s, gen)
+                out += [a, b1, b2, a & b1, a & b2]
+        return out
+
+
+class Select(MaterialKind):
+    """A random bit b (XOR), and per use in a ring: b there, a and a * b."""
+
+    kind = Kind.SELECT
+
+    def layout(self, req: Request) -> list[Slot]:
+        slots = [Slot(req.shape, torch.uint8, True)]
+        for bits in req.uses:
+            slots += [arithmetic(req.shape, bits)] * 3
+        return slots
+
+    def draw(self, req: Request, gen: torch.Generator) -> list[torch.Tensor]:
+        bit = torch.randint(0, 2, req.shape, dtype=torch.uint8, generator=gen)
+        out = [bit]
+        for bits in req.uses:
+            use_ring = Ring(bits, 0)
+            b = bit.to(use_ring.dtype)
+            a = use_ring.random(req.shape, gen)
+            out += [b, a, a * b]
+        return out
+
+
+def _chunk_tables(r_low: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per chunk j of r, bit v of table j is [chunk > v] (``less``) or [chunk == v]
+    (``equal``); table j starts at bit j * 2^CHUNK_BITS of the packed words."""
+    chunks, size = compare_chunks(bits), 1 << CHUNK_BITS
+    shifts = torch.arange(chunks, dtype=torch.int64) * CHUNK_BITS
+    values = ((r_low.unsqueeze(-1) >> shifts) & (size - 1)).unsqueeze(-1)
+    entries = torch.arange(size, dtype=torch.int64)
+
+    def packed(table: torch.Tensor) -> torch.Tensor:
+        return comparison.pack(table.flatten(-2).to(torch.int64))
+
+    return packed(values > entries), packed(values == entries)
+
+
+BIT_MATERIALS = (Compare(), Select())
