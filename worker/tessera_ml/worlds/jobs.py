@@ -43,6 +43,10 @@ class RankOutcome:
     checkpoints: list[tuple[int, str, int, str]]
     sent_samples: list[bytes] = field(default_factory=list)
     """With ``sample_sent``: windows of what this rank sent to other parties, in clear."""
+    sent_to: dict[int, int] = field(default_factory=dict)
+    """The bytes its communicator accounted as sent, by peer rank, over the job."""
+    group_sent: int = 0
+    """The bytes its communicator accounted as sent in collectives, over the job."""
 
     def series(self, name: str) -> list[tuple[int, float]]:
         return [(p.step, p.value) for p in self.points if p.name == name]

@@ -47,7 +47,9 @@ def run_job(comm: Communicator, job: WorldJob, via: Communicator | None = None) 
         data_root=job.data_root,
         harness=job.harnesses[comm.rank] if job.harnesses is not None else None,
     )
+    before = comm.stats.snapshot()
     result = entry_point(job.algorithm)(ctx)
+    after = comm.stats.snapshot()
     return RankOutcome(
         rank=comm.rank,
         role=ctx.role,
@@ -56,6 +58,12 @@ def run_job(comm: Communicator, job: WorldJob, via: Communicator | None = None) 
         points=list(reporter.points),
         lines=list(reporter.lines),
         checkpoints=list(reporter.checkpoints),
+        sent_to={
+            peer: sent - before["sent_to"].get(peer, 0)
+            for peer, sent in after["sent_to"].items()
+            if sent > before["sent_to"].get(peer, 0)
+        },
+        group_sent=sum(after["group_sent"].values()) - sum(before["group_sent"].values()),
     )
 
 

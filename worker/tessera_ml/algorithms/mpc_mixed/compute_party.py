@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from tessera_ml.algorithms.mpc_mixed import data
-from tessera_ml.algorithms.mpc_mixed.channel import Peer
+from tessera_ml.algorithms.mpc_mixed.channel import DirectPeer, Peer
 from tessera_ml.algorithms.mpc_mixed.dealer import (
     FetchingProvider,
     Provider,
@@ -98,6 +98,8 @@ def compute(ctx: RankContext, roles: Roles) -> dict[str, Any]:
         peer.close()
     result["link"] = "communicator" if fell_back else cfg.link
     result["cross_party_tls"] = encrypted
+    # what went over the direct link, beside the communicator's own accounting
+    result["direct_link_bytes_sent"] = peer.stats.bytes_sent if isinstance(peer, DirectPeer) else 0
     return result
 
 
