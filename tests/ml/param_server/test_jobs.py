@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import torch
 
-from tessera_ml.algorithms.param_server.clicklog import ClickLog
 from tessera_ml.algorithms.param_server.hashing import shard_of
 from tessera_ml.comm.base import Communicator
+from tessera_ml.data.clicks import ClickLog
 from tessera_ml.worlds import entry_point, rank_context, run_world
 from tests.ml.worlds import world_parties
 
@@ -49,7 +49,7 @@ def _series(points: list[tuple[int, str, float]], name: str) -> list[float]:
 
 
 def _seen_ids(config: dict[str, Any], steps: int) -> torch.Tensor:
-    log = ClickLog(vocab=config["data"]["vocab"], seed=config["seed"])
+    log = ClickLog(ids_per_field=config["data"]["vocab"], seed=config["seed"])
     count = steps * len(WORKERS) * config["batch_size"]
     return log.ids(torch.arange(count)).unique()
 
@@ -223,7 +223,7 @@ def test_admission_makes_a_row_only_for_ids_seen_in_three_batches(
     world: tuple[Path, Outcomes],
 ) -> None:
     root, runs = world
-    log = ClickLog(vocab=BASE["data"]["vocab"], seed=BASE["seed"])
+    log = ClickLog(ids_per_field=BASE["data"]["vocab"], seed=BASE["seed"])
     size = BASE["batch_size"]
     batches = [log.ids(torch.arange(b * size, (b + 1) * size)).unique() for b in range(8)]
     ids, counts = torch.cat(batches).unique(return_counts=True)

@@ -1,4 +1,15 @@
-"""A generated click log whose ground truth is known, so the best achievable AUC is known.
+"""Generated click logs whose ground truth is known, so the best achievable AUC is known.
+
+Two forms, with the same names for the same parameters (``fields``, ``ids_per_field``, ``zipf``,
+``dim``, ``seed``, ``bias``):
+
+- ``make_clicks(ClickParams)`` (the dataset ``generated:clicks``): a table of ``rows`` samples
+  with dense ids ``0 .. ids_per_field - 1`` per field, for models with one embedding row per id;
+- ``ClickLog``: an endless log, sample ``i`` a pure function of ``(i, seed)`` read without any
+  file, its ids hashed to scattered int64 values so the id space is sparse and new ids keep
+  appearing as the log is read (the parameter server's dynamic tables train on it).
+
+The table:
 
 Each row has one categorical id per field, drawn from a Zipf law over ``ids_per_field`` ids
 (popular ids scattered by a fixed permutation). The click is drawn from a factorisation-machine
@@ -10,11 +21,13 @@ beat in expectation, ``meta["oracle_logloss"]`` the matching log loss.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 import torch
 
 from tessera_ml.data.tabular import Dataset, Table, split_by_id
+from tessera_ml.hashing import salted, uniform, uniform64
 from tessera_ml.metrics import auc, binary_log_loss
 
 
@@ -105,3 +118,87 @@ def make_clicks(
             "test_probability": truth.float(),
         },
     )
+
+
+@cache
+def _zipf_cdf(ids_per_field: int, a: float) -> torch.Tensor:
+    weights = torch.arange(1, ids_per_field + 1, dtype=torch.float64) ** -a
+    cdf = torch.cumsum(weights, 0)
+    return cdf / cdf[-1]
+
+
+TEST_OFFSET = 1 << 40
+EXACT_ZIPF_IDS = 1 << 22
+_FIELD_SHIFT = 40
+
+
+@dataclass(frozen=True)
+class ClickLog:
+    """The endless form: sample ``i`` a pure function of ``(i, seed)``, ids sparse int64."""
+
+    fields: int = 3
+    ids_per_field: int = 100_000
+    zipf: float = 1.1
+    seed: int = 0
+    effect_scale: float = 0.7
+    """Standard deviation of each id's additive effect on the click logit."""
+    interaction_scale: float = 1.0
+    """Weight of the dot product between the latent vectors of fields 0 and 1."""
+    dim: int = 4
+    bias: float = -1.0
+
+    def ranks(self, index: torch.Tensor) -> torch.Tensor:
+        """Popularity rank (1 = most frequent) of each field of each sample: [n, fields].
+
+        Exact Zipf (inverse of the cumulative distribution) up to ``EXACT_ZIPF_IDS`` ranks; above,
+        a power law continuous on [0.5, ids_per_field + 0.5) rounded to the nearest rank.
+        """
+        fields = torch.arange(self.fields, dtype=torch.int64)
+        keys = index.unsqueeze(1) * self.fields + fields
+        u = uniform64(salted(keys, self.seed))
+        if self.ids_per_field <= EXACT_ZIPF_IDS:
+            cdf = _zipf_cdf(self.ids_per_field, self.zipf)
+            return torch.searchsorted(cdf, u, right=True).clamp_(max=self.ids_per_field - 1) + 1
+        power = 1.0 - self.zipf
+        low, top = 0.5**power, (self.ids_per_field + 0.5) ** power
+        x = (low + u * (top - low)) ** (1.0 / power)
+        return x.round().to(torch.int64).clamp_(1, self.ids_per_field)
+
+    def ids_of_ranks(self, ranks: torch.Tensor) -> torch.Tensor:
+        fields = torch.arange(self.fields, dtype=torch.int64)
+        return salted(ranks + (fields << _FIELD_SHIFT), self.seed + 1)
+
+    def ids(self, index: torch.Tensor) -> torch.Tensor:
+        """Feature ids of samples: [n, fields] int64."""
+        return self.ids_of_ranks(self.ranks(index))
+
+    def _normal(self, ids: torch.Tensor, salt: int) -> torch.Tensor:
+        u1 = uniform(salted(ids, self.seed * 7919 + salt)).clamp_min(1e-7)
+        u2 = uniform(salted(ids, self.seed * 7919 + salt + 1))
+        return torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(2.0 * torch.pi * u2)
+
+    def _latent(self, ids: torch.Tensor) -> torch.Tensor:
+        cols = [self._normal(ids, 100 + 2 * k) for k in range(self.dim)]
+        return torch.stack(cols, dim=-1) / self.dim**0.5
+
+    def logits(self, ids: torch.Tensor) -> torch.Tensor:
+        """The generating model's click logit of each sample."""
+        effects = self._normal(ids, 10).sum(dim=1) * self.effect_scale
+        logit = self.bias + effects
+        if self.fields >= 2 and self.interaction_scale:
+            dot = (self._latent(ids[:, 0]) * self._latent(ids[:, 1])).sum(dim=1)
+            logit = logit + self.interaction_scale * dot
+        return logit
+
+    def samples(self, index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Ids [n, fields] and 0/1 click labels [n] of the given sample indices."""
+        ids = self.ids(index)
+        p = torch.sigmoid(self.logits(ids))
+        u = uniform(salted(index, self.seed + 12345))
+        return ids, (u < p).to(torch.float32)
+
+    def train_indices(self, start: int, count: int) -> torch.Tensor:
+        return torch.arange(start, start + count, dtype=torch.int64)
+
+    def test_indices(self, count: int) -> torch.Tensor:
+        return torch.arange(TEST_OFFSET, TEST_OFFSET + count, dtype=torch.int64)

@@ -12,8 +12,8 @@ from typing import Protocol
 
 import torch
 
-from tessera_ml.algorithms.param_server.clicklog import ClickLog
 from tessera_ml.algorithms.param_server.spec import ParamServerConfig
+from tessera_ml.data.clicks import ClickLog
 
 FIELD_SHIFT = 40
 
@@ -43,7 +43,7 @@ class StreamSource:
 
     @property
     def num_fields(self) -> int:
-        return self.log.num_fields
+        return self.log.fields
 
     def train_batch(self, step: int) -> tuple[torch.Tensor, torch.Tensor]:
         start = (step * self.workers + self.worker) * self.batch
@@ -102,9 +102,9 @@ def open_source(
 ) -> Source:
     if dataset is None:
         log = ClickLog(
-            num_fields=config.data.num_fields,
-            vocab=config.data.vocab,
-            zipf_a=config.data.zipf_a,
+            fields=config.data.num_fields,
+            ids_per_field=config.data.vocab,
+            zipf=config.data.zipf_a,
             seed=config.seed,
         )
         return StreamSource(

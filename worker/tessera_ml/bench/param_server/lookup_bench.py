@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import torch
 
-from tessera_ml.algorithms.param_server.clicklog import ClickLog
 from tessera_ml.algorithms.param_server.hashing import init_rows
 from tessera_ml.algorithms.param_server.table import DynamicTable
+from tessera_ml.data.clicks import ClickLog
 
 
 @dataclass
@@ -47,7 +47,7 @@ class _Clock:
 
 def id_batches(rows_wanted: int, batch: int, seed: int) -> list[torch.Tensor]:
     """Unique ids per batch until their union reaches ``rows_wanted`` distinct ids."""
-    log = ClickLog(num_fields=1, vocab=1 << 34, zipf_a=1.1, seed=seed)
+    log = ClickLog(fields=1, ids_per_field=1 << 34, zipf=1.1, seed=seed)
     batches: list[torch.Tensor] = []
     seen = 0
     start = 0
