@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from tessera_ml.bench.ddp.bench import bench_job, ddp_outcomes
 from tests.e2e.platform import Platform, why
 from tests.worker.proc_scan import pids_with, wait_for, wait_until_gone
 
@@ -55,6 +56,30 @@ def test_a_job_waits_for_a_party_without_worker_then_runs_to_success(platform: P
     steps = {s["rank"]: [p["step"] for p in s["points"]] for s in series}
     assert steps == {0: [5, 10, 15, 20], 1: [5, 10, 15, 20]}
     assert _live_ranks(job) == []
+
+
+def test_a_platform_job_trains_exactly_as_the_benchmark_measures(platform: Platform) -> None:
+    """The benchmark's ddp job and the same job through the platform (API, broker, worker,
+    launcher, rank processes) call one training function with one configuration: the same
+    loss at every step on every rank."""
+    assignments, config = bench_job({"steps": 12, "batch_size": 8, "seed": 4}, ranks=2)
+    body = {
+        "name": "bench twin",
+        "algorithm": "ddp",
+        "config": config,
+        "assignments": [{**a, "party": "alice"} for a in assignments],
+    }
+    job_id = str(platform.post("/jobs", body)["id"])
+    job = platform.wait_status(job_id, "succeeded", "failed", "cancelled")
+    assert job["status"] == "succeeded", why(job)
+    series = platform.get(f"/jobs/{job_id}/metrics", names="loss", max_points=100)["series"]
+    on_platform = {s["rank"]: dict((p["step"], p["value"]) for p in s["points"]) for s in series}
+
+    benchmarked = {o.rank: dict(o.series("loss")) for o in ddp_outcomes(config, ranks=2)}
+    assert set(on_platform) == set(benchmarked) == {0, 1}
+    for rank, curve in benchmarked.items():
+        assert list(curve) == list(range(1, 13))
+        assert on_platform[rank] == pytest.approx(curve, rel=1e-6)
 
 
 def test_cancel_stops_every_rank_of_every_party_within_ten_seconds(platform: Platform) -> None:

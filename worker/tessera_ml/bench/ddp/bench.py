@@ -16,7 +16,7 @@ from tessera_ml.bench.measure import (
     per_step_delta,
 )
 from tessera_ml.netns import Testbed
-from tessera_ml.worlds import run_algorithm
+from tessera_ml.worlds import RankOutcome, run_algorithm
 
 MODELS: dict[str, tuple[dict[str, Any], str]] = {
     "mlp": ({"kind": "mlp", "hidden": [256, 256]}, "sklearn:digits"),
@@ -24,6 +24,28 @@ MODELS: dict[str, tuple[dict[str, Any], str]] = {
     "click": ({"kind": "click", "dim": 8, "hidden": [64, 32]}, "generated:clicks?rows=50000"),
 }
 SETTABLE = ("steps", "batch_size", "ranks", "hosts", "rate_mbit", "lr", "dataset", "optimizer")
+
+
+def bench_job(config: dict[str, Any], ranks: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The assignments and configuration of the ``ddp`` job the benchmark runs: one party with
+    ``ranks`` processes, metrics every step, no evaluation before the end."""
+    assignments = [{"party": "bench", "role": "trainer", "processes": ranks}]
+    return assignments, {**config, "log_interval": 1, "eval_interval": 0}
+
+
+def ddp_outcomes(
+    config: dict[str, Any],
+    ranks: int,
+    *,
+    testbed: Testbed | None = None,
+    hosts: list[int] | None = None,
+    in_process: bool = False,
+) -> list[RankOutcome]:
+    """Run the benchmark's ``ddp`` job (``bench_job``) as the platform would."""
+    assignments, job_config = bench_job(config, ranks)
+    return run_algorithm(
+        "ddp", assignments, job_config, testbed=testbed, hosts=hosts, in_process=in_process
+    )
 
 
 def run_ddp(
@@ -41,16 +63,8 @@ def run_ddp(
     after ``warmup`` steps), ``bytes_sent_per_step`` (communicator accounting, rank 0),
     ``wall_s``, and with a testbed ``inter_node_bytes_per_step`` from the interface counters.
     """
-    config = {**config, "log_interval": 1, "eval_interval": 0}
     started = time.perf_counter()
-    outcomes = run_algorithm(
-        "ddp",
-        [{"party": "bench", "role": "trainer", "processes": ranks}],
-        config,
-        testbed=testbed,
-        hosts=hosts,
-        in_process=in_process,
-    )
+    outcomes = ddp_outcomes(config, ranks, testbed=testbed, hosts=hosts, in_process=in_process)
     wall = time.perf_counter() - started
     first = outcomes[0]
     results = {
