@@ -1,8 +1,9 @@
 """``tessera bench param_server``: the table, the optimizers and whole jobs, each beside a baseline.
 
-- *lookup*: lookup-or-insert of a growing table against a Python dict of row tensors on the same
-  batches (Zipf(1.1) ids over 2**34 ranks, so most ids of a batch are new), and the table's
-  resident bytes per row against the row payload;
+- *lookup*: lookup-or-insert of a growing table against a dict from id to row index over one
+  growing tensor read with ``index_select`` (the strong baseline) and a Python dict of row
+  tensors (the weak one), on the same batches (Zipf(1.1) ids over 2**34 ranks, so most ids of
+  a batch are new), and the table's resident bytes per row against the row payload;
 - *optimizers*: sparse Adagrad and Adam against torch's dense optimizers;
 - *training*: two servers and two workers on the generated Zipf click log (``generated:clicks``),
   with deduplication and without it (same batches), and the test AUC against the AUC of the
@@ -84,6 +85,10 @@ def lookup(params: dict[str, Any]) -> dict[str, Any]:
         "lookup_speedup": result.dict_seconds / result.table_seconds,
         "lookup_insert_rows_per_cpu_s": result.ids_served / result.table_cpu_seconds,
         "dict_baseline_rows_per_cpu_s": result.ids_served / result.dict_cpu_seconds,
+        "strong_dict_ids_per_s": result.ids_served / result.strong_seconds,
+        "strong_dict_ids_per_cpu_s": result.ids_served / result.strong_cpu_seconds,
+        "lookup_speedup_vs_strong_dict": result.strong_seconds / result.table_seconds,
+        "lookup_cpu_speedup_vs_strong_dict": result.strong_cpu_seconds / result.table_cpu_seconds,
         "resident_bytes_per_row": per_row,
         "row_payload_bytes": result.row_payload_bytes,
         "resident_overhead_bytes_per_row": per_row - result.row_payload_bytes,
