@@ -1,0 +1,1 @@
+"""Golden loss curves: seeded runs of five algorithms, kept to catch unintended changes."""
