@@ -115,8 +115,11 @@ def test_without_root_the_testbed_says_why(
 
 
 HOLD_TESTBED = """
-import sys, time
+import signal, sys, time
 from tessera_ml.netns import Testbed
+# Ctrl-C as under a terminal, also when the tests were started in the background (which
+# leaves SIGINT ignored in every child)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 with Testbed(2) as testbed:
     print(" ".join([testbed.router, *testbed.namespaces]), flush=True)
     time.sleep(60)
