@@ -46,7 +46,12 @@ export function useJobEvents(jobId: string, live: boolean): StreamStatus | null 
     return () => {
       current = false;
       abort.abort();
-      if (pending) clearTimeout(pending);
+      if (pending) {
+        // the job ended (or the page left it) with points not yet read: read them now, or the
+        // last points of a short job would never reach its charts
+        clearTimeout(pending);
+        void queryClient.invalidateQueries({ queryKey: ["metrics", jobId] });
+      }
     };
   }, [jobId, live, queryClient]);
   return live ? status : null;
