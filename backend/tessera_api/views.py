@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -61,6 +62,14 @@ def rank_roles(attempt: Attempt) -> dict[int, str]:
     return {int(slot["rank"]): str(slot["role"]) for slot in attempt.plan}
 
 
+def rank_backend(rank: Mapping[str, Any]) -> str:
+    """The backend a placed rank talks to its party with (records from before backends were
+    stored: NCCL on a GPU, else gloo)."""
+    if rank.get("backend"):
+        return str(rank["backend"])
+    return "nccl" if str(rank.get("device", "cpu")).startswith("cuda") else "gloo"
+
+
 def task_public(task: Task, roles: Mapping[int, str] | None = None) -> TaskPublic:
     roles = rank_roles(task.attempt) if roles is None else roles
     return TaskPublic(
@@ -68,7 +77,9 @@ def task_public(task: Task, roles: Mapping[int, str] | None = None) -> TaskPubli
         party=task.party.name,
         worker_id=task.worker_id,
         ranks=[
-            RankDevicePublic.model_validate({**r, "role": roles.get(int(r["rank"]))})
+            RankDevicePublic.model_validate(
+                {**r, "role": roles.get(int(r["rank"])), "backend": rank_backend(r)}
+            )
             for r in task.ranks
         ],
         status=task.status,
@@ -157,6 +168,7 @@ def _job_fields(job: Job) -> dict[str, object]:
         "status": job.status,
         "status_reason": job.status_reason,
         "priority": job.priority,
+        "device": job.device,
         "created_at": job.created_at,
         "started_at": job.started_at,
         "finished_at": job.finished_at,

@@ -216,6 +216,7 @@ def _on_device(comm: Communicator) -> tuple[str, float, Any]:
     return str(comm.device), float(t.sum().cpu()), comm.all_gather_data(comm.rank)
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the NCCL path needs a CUDA GPU")
 def test_nccl_world_keeps_tensors_on_each_rank_gpu() -> None:
     n = min(2, torch.cuda.device_count())

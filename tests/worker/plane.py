@@ -52,12 +52,13 @@ class Plane:
         assert response.status_code in (200, 201), response.text
         return str(response.json()["id"])
 
-    def create_job(self, *parties: str) -> str:
+    def create_job(self, *parties: str, device: str = "auto") -> str:
         body = {
             "name": "j",
             "algorithm": "ddp",
             "config": {"steps": 5},
             "assignments": [{"party": p, "role": "trainer"} for p in parties],
+            "device": device,
         }
         response = self.client.post("/api/v1/jobs", json=body, headers=ADMIN)
         assert response.status_code == 201, response.text

@@ -187,6 +187,7 @@ def test_killing_the_launcher_leaves_no_rank_behind(tmp_path: Path) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_ranks_on_gpus_join_an_nccl_world(tmp_path: Path) -> None:
     count = torch.cuda.device_count()

@@ -32,8 +32,8 @@ def test_a_job_waits_for_a_party_then_starts_when_its_worker_registers(plane: Pl
     assert job["status"] == "running"
     tasks = {t["party"]: t for t in job["attempts"][-1]["tasks"]}
     assert {p: (t["worker_id"], t["ranks"]) for p, t in tasks.items()} == {
-        "alice": (alice, [{"rank": 0, "device": "cpu", "role": "trainer"}]),
-        "bob": (bob, [{"rank": 1, "device": "cpu", "role": "trainer"}]),
+        "alice": (alice, [{"rank": 0, "device": "cpu", "role": "trainer", "backend": "gloo"}]),
+        "bob": (bob, [{"rank": 1, "device": "cpu", "role": "trainer", "backend": "gloo"}]),
     }
     assert sorted((s["party"], s["worker_id"], s["task_id"]) for s in plane.sender.sent) == [
         ("alice", alice, tasks["alice"]["id"]),
@@ -41,18 +41,36 @@ def test_a_job_waits_for_a_party_then_starts_when_its_worker_registers(plane: Pl
     ]
 
 
-def test_every_rank_on_a_gpu_runs_nccl(plane: Plane) -> None:
+def test_ranks_on_gpus_run_nccl_inside_their_party_cpu_parties_gloo(plane: Plane) -> None:
     plane.register("alice", "a1", gpus=2)
-    plane.register("bob", "b1", gpus=1)
+    plane.register("bob", "b1", gpus=0)
     job_id = plane.create_job("alice", "bob")
 
-    tasks = plane.job(job_id)["attempts"][-1]["tasks"]
-    devices = sorted(r["device"] for t in tasks for r in t["ranks"])
-    assert devices == ["cuda:0", "cuda:0"]
-    auth = {"Authorization": f"Bearer {plane.tokens['bob']}"}
-    bob_task = next(t for t in tasks if t["party"] == "bob")
-    launch = plane.client.get(f"/api/v1/tasks/{bob_task['id']}", headers=auth).json()
-    assert launch["backend"] == "nccl"
+    job = plane.job(job_id)
+    assert job["device"] == "auto"
+    tasks = {t["party"]: t for t in job["attempts"][-1]["tasks"]}
+    assert [(r["device"], r["backend"]) for r in tasks["alice"]["ranks"]] == [("cuda:0", "nccl")]
+    assert [(r["device"], r["backend"]) for r in tasks["bob"]["ranks"]] == [("cpu", "gloo")]
+    for party, backend in (("alice", "nccl"), ("bob", "gloo")):
+        auth = {"Authorization": f"Bearer {plane.tokens[party]}"}
+        launch = plane.client.get(f"/api/v1/tasks/{tasks[party]['id']}", headers=auth).json()
+        assert launch["backend"] == backend
+
+
+def test_a_job_that_needs_gpus_waits_for_busy_ones_and_says_why(plane: Plane) -> None:
+    plane.register("alice", "a1", gpus=1)
+    plane.register("bob", "b1", gpus=1)
+    first = plane.create_job("alice", "bob")
+    assert plane.job(first)["status"] == "running"
+
+    second = plane.create_job("alice", "bob", device="cuda")
+    job = plane.job(second)
+    assert (job["status"], job["status_reason"]) == (
+        "queued",
+        "party alice has no free GPU for role trainer",
+    )
+    on_cpu = plane.create_job("alice", "bob", device="cpu")
+    assert plane.job(on_cpu)["status"] == "running"
 
 
 def test_a_running_task_whose_worker_goes_offline_fails_the_attempt(plane: Plane) -> None:

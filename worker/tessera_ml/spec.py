@@ -12,7 +12,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -101,10 +101,21 @@ class PlanError(CodedError):
         self.loc = tuple(loc)
 
 
+Device = Literal["cpu", "cuda"]
+JobDevice = Literal["auto", "cpu", "cuda"]
+
+
 class RoleSpec(BaseModel):
     """A role of an algorithm with how many parties may play it (``max`` None: unbounded) and
     how many processes one party may run for it (``max_processes`` None: up to the limit of
-    an assignment)."""
+    an assignment).
+
+    The device contract: ``devices`` are where the role's ranks can run, ``gpu_benefit`` says
+    whether a GPU makes it faster (a job with ``device: auto`` then asks for one), and
+    ``device_note`` tells users why a role runs where it does. Within a party, ranks on GPUs
+    talk over NCCL and ranks on CPUs over gloo; between parties every rank talks over the
+    TLS mesh, whatever its device.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -113,6 +124,21 @@ class RoleSpec(BaseModel):
     max: int | None = None
     description: str = ""
     max_processes: int | None = Field(default=None, ge=1)
+    devices: tuple[Device, ...] = ("cpu",)
+    gpu_benefit: bool = False
+    device_note: str = ""
+
+    @model_validator(mode="after")
+    def _coherent_devices(self) -> RoleSpec:
+        if not self.devices or len(set(self.devices)) != len(self.devices):
+            raise ValueError(f"role {self.name!r}: devices must be distinct and not empty")
+        if self.gpu_benefit and "cuda" not in self.devices:
+            raise ValueError(f"role {self.name!r} benefits from a GPU it cannot use")
+        return self
+
+    @property
+    def can_use_gpu(self) -> bool:
+        return "cuda" in self.devices
 
 
 class Assignment(BaseModel):
@@ -176,6 +202,9 @@ class AlgorithmSpec:
     config_model: type[AlgorithmConfig]
     entry_point: str
     metrics: tuple[str, ...] = field(default=())
+    one_device_type: bool = False
+    """Every rank must run on the same kind of device (e.g. ranks that draw the same random
+    numbers from a shared seed: CPU and CUDA generators differ)."""
 
     def role(self, name: str) -> RoleSpec | None:
         return next((r for r in self.roles if r.name == name), None)
@@ -284,6 +313,7 @@ class AlgorithmSpec:
             "roles": [r.model_dump() for r in self.roles],
             "config_schema": config_schema(self.config_model),
             "metrics": list(self.metrics),
+            "one_device_type": self.one_device_type,
         }
 
 

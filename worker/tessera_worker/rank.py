@@ -9,6 +9,7 @@ process group if the rank does not return in time. Exit code 0 means the rank fi
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import signal
@@ -20,6 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tessera_worker.gpu_watch import GpuWatch, StepTracking
+from tessera_worker.gpu_watch import sample as gpu_sample
 from tessera_worker.launch import RankLaunch
 from tessera_worker.output import forward_output
 from tessera_worker.procs import die_with_parent
@@ -94,7 +97,12 @@ def run(spec: RankLaunch, stop: threading.Event, on_error: Callable[[], None]) -
         collective_timeout_s=spec.collective_timeout_s,
     )
     comm = world.comm
-    reporter = _reporter(spec)
+    reporter = StepTracking(_reporter(spec))
+    watch = (
+        GpuWatch(reporter, lambda: gpu_sample(device))
+        if device.type == "cuda"
+        else contextlib.nullcontext()
+    )
     ctx = RankContext(
         rank=spec.rank,
         world_size=spec.world_size,
@@ -113,7 +121,7 @@ def run(spec: RankLaunch, stop: threading.Event, on_error: Callable[[], None]) -
     )
     failed = False
     try:
-        with forward_output(reporter):
+        with forward_output(reporter), watch:
             try:
                 return _entry(spec.entry_point)(ctx)
             except BaseException:
@@ -122,9 +130,7 @@ def run(spec: RankLaunch, stop: threading.Event, on_error: Callable[[], None]) -
                 reporter.log(traceback.format_exc(), level="error")
                 raise
     finally:
-        close = getattr(reporter, "close", None)
-        if close is not None:
-            close()
+        reporter.close()
         # a failed attempt ends for every rank: waiting for the others to leave only delays
         # the report (and a rank that died never leaves)
         world.close(linger_s=0.0 if failed else 10.0)

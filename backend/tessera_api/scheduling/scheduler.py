@@ -16,9 +16,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import cast
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -28,7 +29,7 @@ from tessera_api.models import Attempt, Job, Party, Task, Worker
 from tessera_api.models import utcnow as _utcnow
 from tessera_api.scheduling.broker import TaskSender
 from tessera_api.scheduling.lease import Lease
-from tessera_api.scheduling.placement import Waiting, WorkerView, place
+from tessera_api.scheduling.placement import DeviceRules, Waiting, WorkerView, place
 from tessera_api.services.approvals import approved
 from tessera_api.services.lifecycle import (
     current_attempt,
@@ -41,6 +42,8 @@ from tessera_api.services.lifecycle import (
     start_attempt,
 )
 from tessera_api.states import TASK_TERMINAL, AttemptStatus, JobStatus, TaskStatus
+from tessera_ml.registry import all_specs
+from tessera_ml.spec import AlgorithmSpec, JobDevice
 
 log = logging.getLogger("tessera.scheduler")
 
@@ -68,8 +71,10 @@ class Scheduler:
         lost_worker_after_s: float = 5.0,
         blame_window_s: float = 8.0,
         lease: Lease | None = None,
+        specs: Mapping[str, AlgorithmSpec] | None = None,
     ) -> None:
         self._sessions = session_factory
+        self._specs = all_specs() if specs is None else specs
         self._sender = sender
         self.offline_after_s = offline_after_s
         self.start_timeout_s = start_timeout_s
@@ -214,7 +219,7 @@ class Scheduler:
 
     def _try_place(self, session: Session, job: Job) -> list[Outgoing]:
         attempt = current_attempt(job)
-        result = place(attempt.plan, self._online_workers(session))
+        result = place(attempt.plan, self._online_workers(session), self._device_rules(job))
         if isinstance(result, Waiting):
             set_queued_reason(session, job_id=job.id, reason=result.reason)
             return []
@@ -229,6 +234,16 @@ class Scheduler:
         return [
             Outgoing(t.party.name, t.worker_id, job.id, started.number, t.id) for t in started.tasks
         ]
+
+    def _device_rules(self, job: Job) -> DeviceRules:
+        spec = self._specs.get(job.algorithm)
+        if spec is None:
+            return DeviceRules(roles={}, device="cpu")
+        return DeviceRules(
+            roles={r.name: r for r in spec.roles},
+            device=cast(JobDevice, job.device),
+            one_device_type=spec.one_device_type,
+        )
 
     def _fail_lost_tasks(self, session: Session) -> None:
         """End the live tasks whose worker went offline or never started them in time."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -15,6 +15,13 @@ class RolePublic(BaseModel):
     max_processes: int | None = Field(
         default=None, description="Processes one party may run for the role (null: no limit)"
     )
+    devices: list[Literal["cpu", "cuda"]] = Field(
+        default=["cpu"], description="Where the role's ranks can run"
+    )
+    gpu_benefit: bool = Field(
+        default=False, description="A GPU makes the role faster: device auto asks for one"
+    )
+    device_note: str = Field(default="", description="Why the role runs where it does")
 
 
 class AlgorithmPublic(BaseModel):
@@ -24,3 +31,6 @@ class AlgorithmPublic(BaseModel):
     roles: list[RolePublic]
     config_schema: dict[str, Any]
     metrics: list[str]
+    one_device_type: bool = Field(
+        default=False, description="Every rank of a job must run on the same kind of device"
+    )

@@ -20,7 +20,7 @@ from tessera_api.schemas.common import (
     Text2000,
     json_problem,
 )
-from tessera_ml.spec import Assignment, integral_numbers
+from tessera_ml.spec import Assignment, JobDevice, integral_numbers
 
 
 class AssignmentIn(Assignment):
@@ -55,6 +55,11 @@ class JobCreate(Strict):
     config: ConfigJson = Field(default_factory=dict)
     assignments: list[AssignmentIn] = Field(min_length=1, max_length=256)
     priority: Annotated[int, Field(ge=-1000, le=1000)] = 0
+    device: JobDevice = Field(
+        default="auto",
+        description="auto: GPUs for the roles that benefit from one, where the party has them; "
+        "cuda: GPUs for every role that can use one (the job waits for them); cpu: CPUs only",
+    )
 
     @model_validator(mode="after")
     def _options_in_all(self) -> JobCreate:
@@ -79,8 +84,13 @@ class AssignmentPublic(BaseModel):
 
 class RankDevicePublic(BaseModel):
     rank: int
-    device: str
+    device: str = Field(description="Where the rank runs: cpu or cuda:N")
     role: str | None = Field(default=None, description="The rank's role in the job's plan")
+    backend: Literal["gloo", "nccl"] = Field(
+        default="gloo",
+        description="How the rank talks to the other ranks of its party (ranks of other "
+        "parties are reached over the TLS mesh)",
+    )
 
 
 class TaskPublic(BaseModel):
@@ -135,6 +145,7 @@ class JobSummary(BaseModel):
     status: str
     status_reason: str
     priority: int
+    device: str = Field(default="auto", description="The device the job asked for")
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None

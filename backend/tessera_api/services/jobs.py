@@ -29,6 +29,19 @@ def request_digest(job_in: JobCreate) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
+def _check_device(job_in: JobCreate, spec: AlgorithmSpec) -> None:
+    if job_in.device != "cuda":
+        return
+    roles = {a.role for a in job_in.assignments}
+    if not any(r.can_use_gpu for r in spec.roles if r.name in roles):
+        notes = "; ".join(f"{r.name}: {r.device_note}" for r in spec.roles if r.device_note)
+        raise invalid(
+            "no_gpu_role",
+            f"no role of this {spec.name} job can run on a GPU" + (f" ({notes})" if notes else ""),
+            ("body", "device"),
+        )
+
+
 def create_job(
     session: Session,
     *,
@@ -71,6 +84,7 @@ def create_job(
         slots = spec.make_plan(job_in.assignments, config)
     except PlanError as exc:
         raise invalid(exc.code, exc.reason, ("body", *exc.loc)) from exc
+    _check_device(job_in, spec)
     in_order = [parties[name] for name in dict.fromkeys(a.party for a in job_in.assignments)]
     policy.check_allowed(in_order, spec=spec, config=config)
     job = Job(
@@ -80,6 +94,7 @@ def create_job(
         status=JobStatus.pending.value,
         status_reason="",
         priority=job_in.priority,
+        device=job_in.device,
         creator=caller.name,
         idempotency_key=idempotency_key,
         idempotency_hash=digest if idempotency_key is not None else None,

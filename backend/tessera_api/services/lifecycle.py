@@ -36,8 +36,11 @@ DEVICE = re.compile(r"^(cpu|cuda(:\d{1,3})?|mps)$")
 
 @dataclass(frozen=True)
 class RankDevice:
+    """A rank's device, and the backend it talks to the other ranks of its party with."""
+
     rank: int
     device: str
+    backend: str = "gloo"
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,11 @@ class Placement:
     party: str
     worker_id: str
     ranks: Sequence[RankDevice]
+
+
+def backend_for(device: str) -> str:
+    """The backend a rank on ``device`` uses inside its party (a party's ranks share one)."""
+    return "nccl" if device.startswith("cuda") else "gloo"
 
 
 def current_attempt(job: Job) -> Attempt:
@@ -140,7 +148,9 @@ def start_attempt(session: Session, *, job_id: str, placements: Sequence[Placeme
             attempt_id=attempt.id,
             party_id=party.id,
             worker_id=placement.worker_id,
-            ranks=[{"rank": r.rank, "device": r.device} for r in placement.ranks],
+            ranks=[
+                {"rank": r.rank, "device": r.device, "backend": r.backend} for r in placement.ranks
+            ],
             status=TaskStatus.assigned.value,
         )
         attempt.tasks.append(task)
@@ -175,10 +185,22 @@ def _check_placements(
                 )
             if not DEVICE.match(r.device):
                 raise invalid("bad_placement", f"unknown device {r.device!r} for rank {r.rank}")
+            if r.backend != backend_for(r.device):
+                raise invalid(
+                    "bad_placement", f"rank {r.rank} on {r.device} cannot use {r.backend}"
+                )
             placed.add(r.rank)
     missing = sorted(set(party_of_rank) - placed)
     if missing:
         raise invalid("bad_placement", f"ranks {missing} are not placed")
+    backends: dict[str, set[str]] = {}
+    for placement in placements:
+        backends.setdefault(placement.party, set()).update(r.backend for r in placement.ranks)
+    for party, used in backends.items():
+        if len(used) > 1:
+            raise invalid(
+                "bad_placement", f"ranks of party {party!r} would mix {' and '.join(sorted(used))}"
+            )
 
 
 def report_task_status(

@@ -16,7 +16,7 @@ from tessera_api.schemas import (
 )
 from tessera_api.security import Caller, hash_token, new_task_token
 from tessera_api.states import TASK_TERMINAL, AttemptStatus, Decision, TaskStatus
-from tessera_api.views import rank_roles, resume_point, task_public
+from tessera_api.views import rank_backend, rank_roles, resume_point, task_public
 from tessera_ml.security.pki import CertificateError, Identity, load_cert, verify
 
 
@@ -53,8 +53,7 @@ def launch_description(session: Session, *, task: Task) -> LaunchDescription:
     attempt = task.attempt
     job = session.get(Job, attempt.job_id)
     assert job is not None
-    devices = [str(r["device"]) for t in attempt.tasks for r in t.ranks]
-    all_cuda = bool(devices) and all(d.startswith("cuda") for d in devices)
+    backend = rank_backend(task.ranks[0]) if task.ranks else "gloo"
     rendezvous = None
     if attempt.rendezvous_host is not None and attempt.rendezvous_port is not None:
         rendezvous = Rendezvous(
@@ -76,7 +75,7 @@ def launch_description(session: Session, *, task: Task) -> LaunchDescription:
         plan=attempt.plan,
         world_size=len(attempt.plan),
         ranks=task_public(task, rank_roles(attempt)).ranks,
-        backend="nccl" if all_cuda else "gloo",
+        backend=backend,
         rendezvous=rendezvous,
         resume_from=resume_point(attempt),
         status=task.status,

@@ -581,6 +581,12 @@ export interface components {
             metrics: string[];
             /** Name */
             name: string;
+            /**
+             * One Device Type
+             * @description Every rank of a job must run on the same kind of device
+             * @default false
+             */
+            one_device_type: boolean;
             /** Roles */
             roles: components["schemas"]["RolePublic"][];
             /** Title */
@@ -775,6 +781,13 @@ export interface components {
             config?: {
                 [key: string]: unknown;
             };
+            /**
+             * Device
+             * @description auto: GPUs for the roles that benefit from one, where the party has them; cuda: GPUs for every role that can use one (the job waits for them); cpu: CPUs only
+             * @default auto
+             * @enum {string}
+             */
+            device: "auto" | "cpu" | "cuda";
             /** Name */
             name: string;
             /**
@@ -804,6 +817,12 @@ export interface components {
             created_at: string;
             /** Creator */
             creator: string;
+            /**
+             * Device
+             * @description The device the job asked for
+             * @default auto
+             */
+            device: string;
             /** Finished At */
             finished_at: string | null;
             /** Id */
@@ -850,6 +869,12 @@ export interface components {
             created_at: string;
             /** Creator */
             creator: string;
+            /**
+             * Device
+             * @description The device the job asked for
+             * @default auto
+             */
+            device: string;
             /** Finished At */
             finished_at: string | null;
             /** Id */
@@ -1137,7 +1162,17 @@ export interface components {
         };
         /** RankDevicePublic */
         RankDevicePublic: {
-            /** Device */
+            /**
+             * Backend
+             * @description How the rank talks to the other ranks of its party (ranks of other parties are reached over the TLS mesh)
+             * @default gloo
+             * @enum {string}
+             */
+            backend: "gloo" | "nccl";
+            /**
+             * Device
+             * @description Where the rank runs: cpu or cuda:N
+             */
             device: string;
             /** Rank */
             rank: number;
@@ -1180,6 +1215,26 @@ export interface components {
              * @default
              */
             description: string;
+            /**
+             * Device Note
+             * @description Why the role runs where it does
+             * @default
+             */
+            device_note: string;
+            /**
+             * Devices
+             * @description Where the role's ranks can run
+             * @default [
+             *       "cpu"
+             *     ]
+             */
+            devices: ("cpu" | "cuda")[];
+            /**
+             * Gpu Benefit
+             * @description A GPU makes the role faster: device auto asks for one
+             * @default false
+             */
+            gpu_benefit: boolean;
             /** Max */
             max: number | null;
             /**

@@ -11,6 +11,7 @@ const summary = (id: string, name: string): JobSummary => ({
   status: "pending",
   status_reason: "waiting for approval by carol",
   priority: 0,
+  device: "auto",
   created_at: "2026-11-24T08:00:00Z",
   started_at: null,
   finished_at: null,

@@ -12,6 +12,7 @@ const job: JobPublic = {
   status: "pending",
   status_reason: "waiting for approval by carol",
   priority: 0,
+  device: "auto",
   created_at: "2026-11-24T08:00:00Z",
   started_at: null,
   finished_at: null,

@@ -4,7 +4,7 @@ import type { AlgorithmPublic, PartyPolicy } from "../api/client";
 import { json, renderSignedIn, stubApi } from "../test-utils";
 import { PolicyPanel, policySummary } from "./PolicyEditor";
 
-const algorithm = (name: string): AlgorithmPublic => ({ name, title: name, description: "", config_schema: {}, metrics: [], roles: [] });
+const algorithm = (name: string): AlgorithmPublic => ({ name, title: name, description: "", config_schema: {}, metrics: [], roles: [], one_device_type: false });
 const algorithms = ["ddp", "split_nn", "hier_sync"].map(algorithm);
 
 function carolsPolicy(initial: PartyPolicy, put?: (body: PartyPolicy) => Response | PartyPolicy) {

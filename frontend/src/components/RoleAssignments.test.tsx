@@ -10,10 +10,11 @@ const algorithm: AlgorithmPublic = {
   description: "",
   config_schema: {},
   metrics: [],
+  one_device_type: false,
   roles: [
-    { name: "feature", min: 1, max: null, description: "" },
-    { name: "middle", min: 0, max: 1, description: "" },
-    { name: "label", min: 1, max: 1, description: "" },
+    { name: "feature", min: 1, max: null, description: "", devices: ["cpu"], gpu_benefit: false, device_note: "" },
+    { name: "middle", min: 0, max: 1, description: "", devices: ["cpu"], gpu_benefit: false, device_note: "" },
+    { name: "label", min: 1, max: 1, description: "", devices: ["cpu"], gpu_benefit: false, device_note: "" },
   ],
 };
 const party = (name: string): PartyPublic => ({ id: name, name, display_name: name, description: "", created_at: "", disabled: false });

@@ -107,7 +107,7 @@ export function JobDetailPage() {
       {job.error && <p className="banner bad">Could not refresh this job: {errorText(job.error)}</p>}
       {(cancel.error || retry.error) && <p className="banner bad">{errorText(cancel.error ?? retry.error)}</p>}
       <p className="muted">
-        <span className="mono">{j.algorithm}</span> · created {formatTime(j.created_at)} by {j.creator}
+        <span className="mono">{j.algorithm}</span> · device {j.device ?? "auto"} · created {formatTime(j.created_at)} by {j.creator}
         {j.status_reason && <> · {j.status_reason}</>}
       </p>
       {/* while consent is the question, the answers come first; afterwards below the tasks */}
@@ -134,7 +134,10 @@ export function JobDetailPage() {
             {attempt?.tasks.map((t) => (
               <tr key={t.id}>
                 <td>{t.party}</td>
-                <td className="mono">{t.ranks.map((r) => `${r.rank}@${r.device}`).join(", ")}</td>
+                <td className="mono" title="rank@device (backend inside the party; other parties over TLS)">
+                  {t.ranks.map((r) => `${r.rank}@${r.device}`).join(", ")}
+                  {t.ranks.length > 0 && <span className="muted"> · {t.ranks[0].backend ?? "gloo"}</span>}
+                </td>
                 <td>{[...new Set(t.ranks.map((r) => r.role ?? "—"))].join(", ")}</td>
                 <td>
                   <StatusChip status={t.status} />

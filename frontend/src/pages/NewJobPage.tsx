@@ -8,6 +8,15 @@ import { useAlgorithms, useParties, useWorkers } from "../hooks/queries";
 
 const STEPS = ["Algorithm", "Configuration", "Roles", "Review"] as const;
 
+type JobDevice = "auto" | "cpu" | "cuda";
+type RolePublic = AlgorithmPublic["roles"][number];
+
+/** Where a role's ranks can run, from the algorithm's device contract. */
+export function runsOn(role: RolePublic): string {
+  if (!role.devices.includes("cuda")) return "CPU";
+  return role.gpu_benefit ? "GPU or CPU (faster on GPU)" : "CPU or GPU";
+}
+
 function newKey(): string {
   return typeof crypto !== "undefined" && "randomUUID" in crypto ? crypto.randomUUID() : `${Date.now()}-${Math.random()}`;
 }
@@ -22,6 +31,7 @@ export function NewJobPage() {
   const [algorithm, setAlgorithm] = useState<AlgorithmPublic | null>(null);
   const [name, setName] = useState("");
   const [config, setConfig] = useState<Record<string, unknown>>({});
+  const [device, setDevice] = useState<JobDevice>("auto");
   const [assignments, setAssignments] = useState<AssignmentDraft[]>([]);
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
@@ -30,6 +40,7 @@ export function NewJobPage() {
   const configErrors = useMemo(() => fieldErrors(error, "config"), [error]);
   const assignmentErrors = useMemo(() => fieldErrors(error, "assignments"), [error]);
   const nameError = useMemo(() => fieldErrors(error, "name")._, [error]);
+  const deviceError = useMemo(() => fieldErrors(error, "device")._, [error]);
   const partyList = parties.data?.data.filter((p) => !p.disabled) ?? [];
 
   const pick = (a: AlgorithmPublic) => {
@@ -46,7 +57,7 @@ export function NewJobPage() {
     setBusy(true);
     setError(null);
     try {
-      const body = { name, algorithm: algorithm.name, config, assignments: toAssignments(assignments) };
+      const body = { name, algorithm: algorithm.name, config, device, assignments: toAssignments(assignments) };
       const job = unwrap(
         await api.POST("/api/v1/jobs", { body: body as never, headers: { "Idempotency-Key": idempotencyKey.current } }),
       );
@@ -57,7 +68,7 @@ export function NewJobPage() {
       if (err instanceof ApiError) {
         // a rejected request created nothing: a corrected one may reuse no key
         idempotencyKey.current = newKey();
-        if (Object.keys(fieldErrors(err, "config")).length) setStep(1);
+        if (Object.keys(fieldErrors(err, "config")).length || fieldErrors(err, "device")._) setStep(1);
         else if (Object.keys(fieldErrors(err, "assignments")).length) setStep(2);
       }
     } finally {
@@ -95,6 +106,7 @@ export function NewJobPage() {
                     <th>Role</th>
                     <th>Parties</th>
                     <th>Does</th>
+                    <th>Runs on</th>
                   </tr>
                 </thead>
                 <tbody>
@@ -103,6 +115,7 @@ export function NewJobPage() {
                       <td className="mono">{r.name}</td>
                       <td>{r.max === r.min ? r.min : `${r.min}–${r.max ?? "∞"}`}</td>
                       <td>{r.description}</td>
+                      <td title={r.device_note || undefined}>{runsOn(r)}</td>
                     </tr>
                   ))}
                 </tbody>
@@ -121,6 +134,15 @@ export function NewJobPage() {
             <label htmlFor="job-name">Job name</label>
             <input id="job-name" value={name} onChange={(e) => setName(e.target.value)} required />
             {nameError && <small className="error">{nameError}</small>}
+          </div>
+          <div className={`field${deviceError ? " has-error" : ""}`} style={{ marginBottom: "1rem" }}>
+            <label htmlFor="job-device">Device</label>
+            <select id="job-device" value={device} onChange={(e) => setDevice(e.target.value as JobDevice)}>
+              <option value="auto">auto: GPUs where a role benefits and the party has them</option>
+              <option value="cuda">cuda: wait for a GPU for every role that can use one</option>
+              <option value="cpu">cpu: CPUs only</option>
+            </select>
+            {deviceError && <small className="error">{deviceError}</small>}
           </div>
           <SchemaForm schema={algorithm.config_schema as JsonSchema} value={config} onChange={setConfig} errors={configErrors} />
           <div className="row" style={{ marginTop: "1rem" }}>
@@ -155,7 +177,7 @@ export function NewJobPage() {
         <section className="panel">
           <h3>{name}</h3>
           <p>
-            Algorithm <span className="mono">{algorithm.name}</span>
+            Algorithm <span className="mono">{algorithm.name}</span> · device <span className="mono">{device}</span>
           </p>
           <h4>Configuration</h4>
           <pre className="mono">{JSON.stringify(config, null, 2)}</pre>

@@ -307,3 +307,45 @@ def test_concurrent_creates_with_one_key_make_one_job(client: TestClient) -> Non
     assert codes == [200, 200, 200, 201], [r.text for r in responses]
     assert {r.json()["id"] for r in responses} == {responses[0].json()["id"]}
     assert client.get(f"{API}/jobs", headers=ADMIN).json()["count"] == 1
+
+
+def test_a_job_asks_for_a_device_and_cuda_needs_a_role_that_can_use_one(
+    client: TestClient,
+) -> None:
+    party = create_party(client)
+    assignments = [{"party": party.name, "role": "trainer"}]
+    assert create_job(client, assignments)["device"] == "auto"
+    assert create_job(client, assignments, device="cpu")["device"] == "cpu"
+
+    body = {"name": "j", "algorithm": "solo", "assignments": assignments, "device": "cuda"}
+    response = client.post(f"{API}/jobs", json=body, headers=ADMIN)
+    assert response.status_code == 422, response.text
+    problem = response.json()
+    assert problem["code"] == "no_gpu_role"
+    assert problem["errors"][0]["loc"] == ["body", "device"]
+
+    response = client.post(f"{API}/jobs", json={**body, "device": "gpu"}, headers=ADMIN)
+    assert response.status_code == 422
+    assert ["body", "device"] in [e["loc"] for e in response.json()["errors"]]
+
+
+def test_a_party_ranks_share_one_backend(client: TestClient) -> None:
+    from tessera_api.errors import ApiError
+    from tessera_api.services.lifecycle import Placement, RankDevice, start_attempt
+
+    a = create_party(client)
+    worker = register_worker(client, a)
+    job = create_job(client, [{"party": a.name, "role": "trainer", "processes": 2}])
+    app: Any = client.app
+    mixed = [
+        Placement(a.name, worker, [RankDevice(0, "cuda:0", "nccl"), RankDevice(1, "cpu", "gloo")])
+    ]
+    wrong = [
+        Placement(a.name, worker, [RankDevice(0, "cuda:0", "gloo"), RankDevice(1, "cpu", "gloo")])
+    ]
+    with app.state.session_factory() as session:
+        with pytest.raises(ApiError, match="would mix gloo and nccl"):
+            start_attempt(session, job_id=job["id"], placements=mixed)
+        with pytest.raises(ApiError, match="on cuda:0 cannot use gloo"):
+            start_attempt(session, job_id=job["id"], placements=wrong)
+    assert get_job(client, job["id"])["status"] == "queued"

@@ -31,6 +31,8 @@ SPEC = AlgorithmSpec(
             min=1,
             max=None,
             description="Trains on its shard; a party's own dataset is sharded over its processes",
+            devices=("cpu", "cuda"),
+            gpu_benefit=True,
         ),
     ),
     config_model=DDPConfig,

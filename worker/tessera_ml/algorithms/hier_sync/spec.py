@@ -94,6 +94,8 @@ SPEC = HierSyncSpec(
             name=ROLE,
             min=1,
             description="A party's nodes of equally many devices (option devices_per_node)",
+            devices=("cpu", "cuda"),
+            gpu_benefit=True,
         ),
     ),
     config_model=HierSyncConfig,

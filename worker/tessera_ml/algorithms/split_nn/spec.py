@@ -161,6 +161,8 @@ SPEC = SplitNNSpec(
             max=None,
             description="Holds feature columns; runs the first model",
             max_processes=1,
+            devices=("cpu", "cuda"),
+            gpu_benefit=True,
         ),
         RoleSpec(
             name="middle",
@@ -168,6 +170,8 @@ SPEC = SplitNNSpec(
             max=1,
             description="Holds no data; runs the second model",
             max_processes=1,
+            devices=("cpu", "cuda"),
+            gpu_benefit=True,
         ),
         RoleSpec(
             name="label",
@@ -175,6 +179,8 @@ SPEC = SplitNNSpec(
             max=1,
             description="Holds the labels; runs the third model and the loss",
             max_processes=1,
+            devices=("cpu", "cuda"),
+            gpu_benefit=True,
         ),
     ),
     config_model=SplitNNConfig,

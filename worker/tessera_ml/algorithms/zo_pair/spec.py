@@ -110,10 +110,15 @@ SPEC = ZoPairSpec(
             name=PROCESSOR,
             min=1,
             description="Evaluates one side of a pair of inputs and updates its own weight copy",
+            devices=("cpu", "cuda"),
+            gpu_benefit=True,
+            device_note="z is drawn on the rank's device from a shared seed, and CPU and CUDA "
+            "generators give different numbers: all ranks run on one kind of device",
         ),
     ),
     config_model=ZoPairConfig,
     entry_point="tessera_ml.algorithms.zo_pair.train:run",
+    one_device_type=True,
     metrics=(
         "loss",
         "eval_loss",
