@@ -24,6 +24,13 @@ const browser = await chromium.launch({
 });
 const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
 const external = [];
+// errors the page itself logs or throws; a refused request (a 422 the form shows at its field)
+// is logged by Chromium as "Failed to load resource" and is no error of the dashboard's
+const consoleErrors = [];
+page.on("console", (m) => {
+  if (m.type() === "error" && !m.text().startsWith("Failed to load resource")) consoleErrors.push(m.text());
+});
+page.on("pageerror", (e) => consoleErrors.push(String(e)));
 page.on("request", (r) => {
   const url = new URL(r.url());
   if (!["127.0.0.1", "localhost"].includes(url.hostname) && url.protocol.startsWith("http")) external.push(r.url());
@@ -94,14 +101,84 @@ await check("a bad configuration shows the server's validation error", async () 
   if (!/greater than|>=|at least/i.test(text ?? "")) throw new Error(`unexpected message: ${text}`);
 });
 
+let runUrl = null;
 await check("create a job through the form; it succeeds with points on the loss chart", async () => {
   await createJob("e2e-run", JOB_CONFIG);
   await page.waitForURL(/\/jobs\/[0-9a-f-]+$/);
+  runUrl = page.url();
   await waitForStatus("succeeded");
   const chart = page.locator('figure[aria-label="loss chart"]');
   await chart.waitFor();
   await page.waitForFunction(() => Number(document.querySelector('figure[aria-label="loss chart"]')?.getAttribute("data-points") ?? 0) > 0);
   if (process.env.SCREENSHOT) await page.screenshot({ path: process.env.SCREENSHOT, fullPage: true });
+});
+
+await check("the job page shows the overview, final metrics, roles and the configuration's changes", async () => {
+  await page.goto(runUrl);
+  await page.getByRole("table", { name: "Final metrics" }).locator('tr[data-metric="loss"]').waitFor();
+  const roles = page.getByRole("table", { name: "Roles" });
+  const parties = (await apiCall(ADMIN_TOKEN, "GET", `/jobs/${runUrl.split("/").pop()}`)).parties;
+  for (const party of parties) await roles.locator(`tr[data-party="${party}"]`).first().waitFor();
+  const steps = page.getByRole("region", { name: "Configuration" }).locator('li[data-path="steps"]');
+  if (!(await steps.getAttribute("class"))?.includes("changed")) throw new Error("steps not marked as changed");
+  if (await page.getByRole("button", { name: "Retry" }).count()) throw new Error("a succeeded job offers Retry");
+});
+
+await check("run again with changes: the form filled from the job; the copy is created with the edit", async () => {
+  await page.goto(runUrl);
+  await page.getByRole("link", { name: "Run again with changes" }).click();
+  const name = page.getByLabel("Job name");
+  await name.waitFor();
+  if ((await name.inputValue()) !== "e2e-run (2)") throw new Error(`name ${await name.inputValue()}`);
+  if ((await page.locator("#cfg-steps").inputValue()) !== String(JOB_CONFIG.steps ?? 200)) throw new Error("steps not copied");
+  await page.locator("#cfg-steps").fill("12");
+  await page.getByRole("button", { name: "Next: roles" }).click();
+  if (SECOND_PARTY && (await page.locator("fieldset select").count()) < 2) throw new Error("assignments not copied");
+  await page.getByRole("button", { name: "Next: review" }).click();
+  const created = page.waitForResponse((r) => r.url().endsWith("/api/v1/jobs") && r.request().method() === "POST");
+  await page.getByRole("button", { name: "Create job" }).click();
+  const response = await created;
+  if (response.status() !== 201) throw new Error(`POST /jobs answered ${response.status()}`);
+  const job = await response.json();
+  await apiCall(ADMIN_TOKEN, "POST", `/jobs/${job.id}/cancel`).catch(() => {});
+  if (job.config.steps !== 12 || job.config.log_interval !== JOB_CONFIG.log_interval) throw new Error(`config ${JSON.stringify(job.config)}`);
+  await page.waitForURL(new RegExp(`/jobs/${job.id}$`));
+  await page.getByRole("region", { name: "Configuration" }).locator('li.changed[data-path="steps"]').getByText("12").waitFor();
+});
+
+await check("a nested field's error is shown at that field", async () => {
+  await page.goto(`${BASE_URL}/jobs/new`);
+  await page.getByRole("button", { name: "Use param_server" }).click();
+  await page.getByLabel("Job name").fill("e2e-nested-invalid");
+  await page.locator("#cfg-data-vocab").fill("1");
+  await page.getByRole("button", { name: "Next: roles" }).click();
+  await page.getByRole("button", { name: "Next: review" }).click();
+  await page.getByRole("button", { name: "Create job" }).click();
+  const error = page.locator("#cfg-data-vocab-error");
+  await error.waitFor();
+  if (!/greater than or equal to 2/.test((await error.textContent()) ?? "")) throw new Error(await error.textContent());
+});
+
+await check("every algorithm is accepted with the form's own defaults", async () => {
+  const algorithms = await apiCall(ADMIN_TOKEN, "GET", "/algorithms");
+  const refused = [];
+  for (const { name } of algorithms) {
+    await page.goto(`${BASE_URL}/jobs/new`);
+    await page.getByRole("button", { name: `Use ${name}` }).click();
+    await page.getByLabel("Job name").fill(`e2e-defaults-${name}`);
+    await page.getByRole("button", { name: "Next: roles" }).click();
+    await page.getByRole("button", { name: "Next: review" }).click();
+    const created = page.waitForResponse((r) => r.url().endsWith("/api/v1/jobs") && r.request().method() === "POST");
+    await page.getByRole("button", { name: "Create job" }).click();
+    const response = await created;
+    const body = await response.json();
+    if (response.status() === 201) {
+      // accepted is what is checked here; running every one would take minutes
+      await apiCall(ADMIN_TOKEN, "POST", `/jobs/${body.id}/cancel`).catch(() => {});
+      await page.waitForURL(new RegExp(`/jobs/${body.id}$`));
+    } else refused.push(`${name}: ${response.status()} ${JSON.stringify(body.errors ?? body.detail)}`);
+  }
+  if (refused.length) throw new Error(refused.join("; "));
 });
 
 await check("cancel a running job", async () => {
@@ -196,6 +273,10 @@ if (CREATOR_TOKEN && APPROVER_TOKEN) {
   await apiCall(APPROVER_TOKEN, "PUT", `/parties/${approver}/policy`, policy).catch(() => {});
   await signInAs(ADMIN_TOKEN).catch(() => {});
 }
+
+await check("the dashboard logged no console error", async () => {
+  if (consoleErrors.length) throw new Error(consoleErrors.join("\n"));
+});
 
 await check("the dashboard made no external network request", async () => {
   if (external.length) throw new Error(`external requests: ${external.join(", ")}`);

@@ -1,6 +1,7 @@
 import { useState } from "react";
 import { Navigate, NavLink, Route, Routes, useLocation } from "react-router-dom";
 import { useAuth } from "./auth";
+import { ConnectionBanner } from "./components/ConnectionBanner";
 import { useAwaitingApproval } from "./hooks/approvals";
 import { ComparePage } from "./pages/ComparePage";
 import { JobDetailPage } from "./pages/JobDetailPage";
@@ -52,6 +53,7 @@ export function App() {
         </div>
       </aside>
       <main>
+        <ConnectionBanner />
         <Routes>
           <Route path="/" element={<Navigate to="/jobs" replace />} />
           <Route path="/signin" element={<Navigate to="/jobs" replace />} />

@@ -45,14 +45,14 @@ export function stubApi(routes: Routes): Call[] {
 }
 
 /** Renders inside a fresh query client, the router and a signed-in identity (a party, or the admin). */
-export function renderSignedIn(ui: ReactElement, who: { name: string; isAdmin?: boolean }) {
+export function renderSignedIn(ui: ReactElement, who: { name: string; isAdmin?: boolean }, path = "/") {
   setToken("test-token");
   localStorage.setItem("tessera.identity", JSON.stringify({ name: who.name, isAdmin: Boolean(who.isAdmin) }));
   const queryClient = new QueryClient({ defaultOptions: { queries: { retry: false, staleTime: 0 }, mutations: { retry: false } } });
   const result = render(
     <QueryClientProvider client={queryClient}>
       <AuthProvider>
-        <MemoryRouter>{ui}</MemoryRouter>
+        <MemoryRouter initialEntries={[path]}>{ui}</MemoryRouter>
       </AuthProvider>
     </QueryClientProvider>,
   );

@@ -3,8 +3,11 @@
 Starts ``tessera up`` (API, dashboard, workers for alice and bob, embedded broker; carol is a
 party without a worker) and runs ``frontend/e2e/dashboard.mjs``: sign in, a validation error for
 a bad configuration, a job created through the form that succeeds with points on its loss chart,
-a cancelled job, and consent: with carol's policy set to ask her, a job of alice's waits for
-carol, who approves one from her waiting list and rejects another on its page.
+its page (overview, final metrics, roles, the configuration's changes, no Retry), run again with
+changes, a nested field's error at that field, every algorithm accepted with the form's own
+defaults, a cancelled job, and consent: with carol's policy set to ask her, a job of alice's waits
+for carol, who approves one from her waiting list and rejects another on its page; and no console
+error throughout.
 """
 
 from __future__ import annotations
@@ -134,5 +137,5 @@ def test_dashboard_end_to_end(system: str, tmp_path: Path) -> None:
     )
     print(result.stdout, result.stderr)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "7 passed, 0 failed" in result.stdout
+    assert "12 passed, 0 failed" in result.stdout
     assert (tmp_path / "job-detail.png").stat().st_size > 10_000

@@ -47,6 +47,7 @@ from tessera_api.schemas.meta import Health, Me, Version
 from tessera_api.schemas.parties import (
     PartyCreate,
     PartyCreated,
+    PartyName,
     PartyPolicy,
     PartyPublic,
     PartyUpdate,
@@ -123,6 +124,7 @@ __all__ = [
     "Page",
     "PartyCreate",
     "PartyCreated",
+    "PartyName",
     "PartyPolicy",
     "PartyPublic",
     "PartyUpdate",

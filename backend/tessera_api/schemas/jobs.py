@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from tessera_api.limits import MAX_JOB_OPTIONS_BYTES, JsonProblem, json_size
 from tessera_api.schemas.common import (
@@ -49,8 +50,26 @@ class AssignmentIn(Assignment):
         return integral_numbers(data)
 
 
+def _visible(value: str) -> str:
+    if not value.strip():
+        raise PydanticCustomError("blank_name", "a job name needs a character other than spaces")
+    return value
+
+
+JobName = Annotated[
+    Text200,
+    AfterValidator(_visible),
+    Field(
+        json_schema_extra={
+            "pattern": r"^[^\x00-\x1f\x7f-\x9f]*[^\s\x00-\x1f\x7f-\x9f][^\x00-\x1f\x7f-\x9f]*$"
+        }
+    ),
+]
+"""A job's name: no control characters, and not only spaces."""
+
+
 class JobCreate(Strict):
-    name: Text200
+    name: JobName
     algorithm: Name63
     config: ConfigJson = Field(default_factory=dict)
     assignments: list[AssignmentIn] = Field(min_length=1, max_length=256)

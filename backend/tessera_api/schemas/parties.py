@@ -11,8 +11,11 @@ from tessera_api.schemas.common import Name63, Slug, Strict, Text200, Text2000
 
 
 class PartyCreate(Strict):
-    name: Annotated[Slug, Field(json_schema_extra={"not": {"const": "admin"}})] = Field(
-        description="Lower-case slug; not `admin`, which names the admin in policies"
+    name: Annotated[Slug, Field(json_schema_extra={"not": {"enum": ["admin", "directory"]}})] = (
+        Field(
+            description="Lower-case slug; not `admin`, which names the admin in policies, nor "
+            "`directory`, which names the list of parties"
+        )
     )
     display_name: Text200 | None = None
     description: Text2000 = ""
@@ -31,6 +34,13 @@ class PartyPublic(BaseModel):
     description: str
     created_at: datetime
     disabled: bool
+
+
+class PartyName(BaseModel):
+    """A party as any party may see it: enough to name it in a job's assignments."""
+
+    name: str
+    display_name: str
 
 
 class PartyCreated(PartyPublic):

@@ -6,6 +6,7 @@ export type JobPublic = Schemas["JobPublic"];
 export type JobSummary = Schemas["JobSummary"];
 export type AlgorithmPublic = Schemas["AlgorithmPublic"];
 export type PartyPublic = Schemas["PartyPublic"];
+export type PartyName = Schemas["PartyName"];
 export type WorkerPublic = Schemas["WorkerPublic"];
 export type Series = Schemas["Series"];
 export type ApprovalPublic = Schemas["ApprovalPublic"];
@@ -47,10 +48,46 @@ const auth: Middleware = {
   },
 };
 
+/** Whether the last request reached the server: a failed one (no answer at all) says no. */
+type ConnectionListener = (reachable: boolean) => void;
+let reachable = true;
+const connectionListeners = new Set<ConnectionListener>();
+
+export function serverReachable(): boolean {
+  return reachable;
+}
+
+export function onConnectionChange(listener: ConnectionListener): () => void {
+  connectionListeners.add(listener);
+  return () => connectionListeners.delete(listener);
+}
+
+export function noteConnection(next: boolean): void {
+  if (next === reachable) return;
+  reachable = next;
+  for (const l of connectionListeners) l(next);
+}
+
+/** A request that got no answer at all (server down, network gone), as opposed to an error answer. */
+export function isNetworkError(err: unknown): boolean {
+  return err instanceof TypeError;
+}
+
 export const api = createClient<paths>({
   baseUrl: typeof window === "undefined" ? "http://localhost" : window.location.origin,
   // looked up per request, so tests can stub the global fetch
-  fetch: (request: Request) => globalThis.fetch(request),
+  fetch: async (request: Request) => {
+    try {
+      const response = await globalThis.fetch(request);
+      // a proxy in front of a stopped server answers for it, without the server's problem details
+      const fromProxy = [502, 503, 504].includes(response.status) && !response.headers.get("content-type")?.includes("problem");
+      noteConnection(!fromProxy);
+      return response;
+    } catch (err) {
+      if (isNetworkError(err)) noteConnection(false);
+      throw err;
+    }
+  },
 });
 api.use(auth);
 
@@ -83,6 +120,7 @@ export function fieldErrors(err: unknown, prefix: string): Record<string, string
 }
 
 export function errorText(err: unknown): string {
+  if (isNetworkError(err)) return "the server cannot be reached";
   if (err instanceof ApiError) {
     const p = err.problem;
     return `${p.title}${p.detail ? `: ${p.detail}` : ""}${p.code ? ` (${p.code})` : ""}`;

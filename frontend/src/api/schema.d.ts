@@ -344,6 +344,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/parties/directory": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Party Directory
+         * @description The names of the enabled parties, for any caller to name them in a job's assignments.
+         */
+        get: operations["parties-party_directory"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/parties/{name}": {
         parameters: {
             query?: never;
@@ -1033,6 +1053,16 @@ export interface components {
             /** Data */
             data: components["schemas"]["JobSummary"][];
         };
+        /** Page[PartyName] */
+        Page_PartyName_: {
+            /**
+             * Count
+             * @description Total matching items, before pagination
+             */
+            count: number;
+            /** Data */
+            data: components["schemas"]["PartyName"][];
+        };
         /** Page[PartyPublic] */
         Page_PartyPublic_: {
             /**
@@ -1064,7 +1094,7 @@ export interface components {
             display_name?: string | null;
             /**
              * Name
-             * @description Lower-case slug; not `admin`, which names the admin in policies
+             * @description Lower-case slug; not `admin`, which names the admin in policies, nor `directory`, which names the list of parties
              */
             name: string;
         };
@@ -1090,6 +1120,16 @@ export interface components {
              * @description The party's API token; shown only once
              */
             token: string;
+        };
+        /**
+         * PartyName
+         * @description A party as any party may see it: enough to name it in a job's assignments.
+         */
+        PartyName: {
+            /** Display Name */
+            display_name: string;
+            /** Name */
+            name: string;
         };
         /**
          * PartyPolicy
@@ -2938,6 +2978,58 @@ export interface operations {
             };
             /** @description Request Entity Too Large */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "parties-party_directory": {
+        parameters: {
+            query?: {
+                /** @description Page size */
+                limit?: number;
+                /** @description Items to skip */
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_PartyName_"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -17,6 +17,15 @@ export function useParties() {
   });
 }
 
+/** Every enabled party by name: whom a job can name, whoever is signed in. */
+export function usePartyDirectory() {
+  return useQuery({
+    queryKey: ["parties", "directory"],
+    queryFn: async () => unwrap(await api.GET("/api/v1/parties/directory", { params: { query: { limit: 500 } } })),
+    staleTime: 30_000,
+  });
+}
+
 export function useWorkers(refetchMs = 5000) {
   return useQuery({
     queryKey: ["workers"],

@@ -14,6 +14,7 @@ export function useJobEvents(jobId: string, live: boolean): StreamStatus | null 
     if (!live) return;
     const abort = new AbortController();
     let current = true;
+    let dropped = false;
     let pending: ReturnType<typeof setTimeout> | null = null;
     const refreshMetrics = () => {
       if (pending) return;
@@ -32,7 +33,17 @@ export function useJobEvents(jobId: string, live: boolean): StreamStatus | null 
       token: getToken,
       signal: abort.signal,
       // a stopped follower's last words must not overwrite the next one's
-      onStatus: (s) => current && setStatus(s),
+      onStatus: (s) => {
+        if (!current) return;
+        // back after a drop: what happened meanwhile may have left no event to replay
+        if (s.state === "open" && dropped) {
+          refreshJob();
+          void queryClient.invalidateQueries({ queryKey: ["metrics", jobId] });
+          void queryClient.invalidateQueries({ queryKey: ["checkpoints", jobId] });
+        }
+        dropped = s.state === "reconnecting" ? true : s.state === "open" ? false : dropped;
+        setStatus(s);
+      },
       onEvent: (ev) => {
         if (ev.event === "metrics") refreshMetrics();
         else {

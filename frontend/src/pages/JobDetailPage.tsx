@@ -1,14 +1,19 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useCallback, useState } from "react";
-import { useParams } from "react-router-dom";
+import { Link, useParams } from "react-router-dom";
 import { api, errorText, unwrap, type JobPublic } from "../api/client";
+import { ConfigTree } from "../components/ConfigTree";
+import { ErrorText } from "../components/ErrorText";
 import { JobApprovals } from "../components/JobApprovals";
+import { JobOverview } from "../components/JobOverview";
+import type { JsonSchema } from "../components/jsonSchema";
+import { RoleTable } from "../components/RoleTable";
 import { LiveIndicator } from "../components/LiveIndicator";
 import { LogViewer } from "../components/LogViewer";
 import { MetricCharts } from "../components/MetricCharts";
 import { StatusChip } from "../components/StatusChip";
 import { pollEvery } from "../hooks/polling";
-import { formatBytes, formatTime, TERMINAL } from "../hooks/queries";
+import { formatBytes, formatTime, TERMINAL, useAlgorithms, useWorkers } from "../hooks/queries";
 import { useJobEvents } from "../hooks/useJobEvents";
 
 export function JobDetailPage() {
@@ -20,6 +25,8 @@ export function JobDetailPage() {
     refetchInterval: (q) => pollEvery(q.state.data && TERMINAL.has(q.state.data.status) ? false : 5000)(q),
   });
   const live = Boolean(job.data && !TERMINAL.has(job.data.status));
+  const algorithms = useAlgorithms();
+  const workers = useWorkers(30_000);
   const liveStatus = useJobEvents(jobId, live);
 
   const metrics = useQuery({
@@ -70,6 +77,10 @@ export function JobDetailPage() {
   const bytesNow = lastValues(metrics.data?.series ?? [], "bytes_sent");
   const approvalsFirst = j.status === "pending" || j.status === "rejected";
 
+  const schema = algorithms.data?.find((a) => a.name === j.algorithm)?.config_schema as JsonSchema | undefined;
+  const failure = j.status === "failed" || j.status === "rejected" || j.status === "cancelled" ? j.status_reason : null;
+  const bytesOf = (ranks: number[]) => formatBytes(ranks.reduce((n, r) => n + (bytesNow.get(r) ?? 0), 0));
+
   return (
     <>
       <div className="row spread">
@@ -78,12 +89,15 @@ export function JobDetailPage() {
         </h2>
         <div className="row">
           <LiveIndicator status={liveStatus} />
+          <Link className="button" to={`/jobs/new?from=${j.id}`}>
+            Run again with changes
+          </Link>
           {!TERMINAL.has(j.status) && j.status !== "cancelling" && (
             <button className="danger" onClick={() => cancel.mutate()} disabled={cancel.isPending}>
               Cancel
             </button>
           )}
-          {TERMINAL.has(j.status) && (
+          {TERMINAL.has(j.status) && j.status !== "succeeded" && (
             <>
               <label>
                 Resume from{" "}
@@ -108,53 +122,30 @@ export function JobDetailPage() {
       {(cancel.error || retry.error) && <p className="banner bad">{errorText(cancel.error ?? retry.error)}</p>}
       <p className="muted">
         <span className="mono">{j.algorithm}</span> · device {j.device ?? "auto"} · created {formatTime(j.created_at)} by {j.creator}
-        {j.status_reason && <> · {j.status_reason}</>}
+        {j.status_reason && !failure && <> · {j.status_reason}</>}
       </p>
+      {failure && (
+        <div className="banner bad job-failure" role="note" aria-label="Why the job ended">
+          <ErrorText text={failure} />
+        </div>
+      )}
       {/* while consent is the question, the answers come first; afterwards below the tasks */}
       {approvalsFirst && <JobApprovals job={j} />}
+
+      <JobOverview job={j} series={metrics.data?.series ?? []} />
 
       <section aria-label="Charts">
         <MetricCharts series={metrics.data?.series ?? []} rankLabel={rankLabel} />
       </section>
 
       <section className="panel" style={{ marginTop: "1rem", overflowX: "auto" }}>
-        <h3>Tasks {attempt && <span className="muted">(attempt {attempt.number})</span>}</h3>
-        <table aria-label="Tasks">
-          <thead>
-            <tr>
-              <th>Party</th>
-              <th>Ranks</th>
-              <th>Roles</th>
-              <th>Status</th>
-              <th>Bytes sent</th>
-              <th>Reason</th>
-            </tr>
-          </thead>
-          <tbody>
-            {attempt?.tasks.map((t) => (
-              <tr key={t.id}>
-                <td>{t.party}</td>
-                <td className="mono" title="rank@device (backend inside the party; other parties over TLS)">
-                  {t.ranks.map((r) => `${r.rank}@${r.device}`).join(", ")}
-                  {t.ranks.length > 0 && <span className="muted"> · {t.ranks[0].backend ?? "gloo"}</span>}
-                </td>
-                <td>{[...new Set(t.ranks.map((r) => r.role ?? "—"))].join(", ")}</td>
-                <td>
-                  <StatusChip status={t.status} />
-                </td>
-                <td>{formatBytes(t.ranks.reduce((n, r) => n + (bytesNow.get(r.rank) ?? 0), 0))}</td>
-                <td className="muted">{t.reason}</td>
-              </tr>
-            ))}
-            {!attempt?.tasks.length && (
-              <tr>
-                <td colSpan={6} className="muted">
-                  No tasks yet{j.status_reason ? `: ${j.status_reason}` : ""}.
-                </td>
-              </tr>
-            )}
-          </tbody>
-        </table>
+        <h3>Roles {attempt && <span className="muted">(attempt {attempt.number})</span>}</h3>
+        <RoleTable job={j} workers={workers.data?.data} bytesOf={attempt?.tasks.length ? bytesOf : undefined} />
+      </section>
+
+      <section className="panel" aria-label="Configuration">
+        <h3>Configuration</h3>
+        <ConfigTree config={j.config} schema={schema} />
       </section>
 
       {!approvalsFirst && <JobApprovals job={j} />}
@@ -168,7 +159,12 @@ export function JobDetailPage() {
             {transitions.data?.map((t, i) => (
               <li key={i}>
                 <span className="muted">{formatTime(t.created_at)}</span> {t.entity} {t.from_status ?? "—"} → <strong>{t.to_status}</strong>
-                {t.reason && <span className="muted"> · {t.reason}</span>}
+                {t.reason && (
+                  <span className="muted">
+                    {" "}
+                    · <ErrorText text={t.reason} />
+                  </span>
+                )}
               </li>
             ))}
           </ol>

@@ -5,6 +5,7 @@ import { AwaitingApprovals } from "../components/AwaitingApprovals";
 import { StatusChip } from "../components/StatusChip";
 import { pollEvery } from "../hooks/polling";
 import { formatTime, JOB_STATUSES, useAlgorithms, useParties } from "../hooks/queries";
+import { causeOf } from "../components/ErrorText";
 
 const PAGE = 20;
 
@@ -115,7 +116,9 @@ export function JobsPage() {
                 </td>
                 <td>{j.parties.join(", ")}</td>
                 <td>{formatTime(j.created_at)}</td>
-                <td className="muted">{j.status_reason}</td>
+                <td className="muted" title={j.status_reason || undefined}>
+                  {causeOf(j.status_reason)}
+                </td>
               </tr>
             ))}
             {jobs.data && jobs.data.data.length === 0 && (

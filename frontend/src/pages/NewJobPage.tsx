@@ -1,10 +1,12 @@
-import { useQueryClient } from "@tanstack/react-query";
-import { useMemo, useRef, useState } from "react";
-import { useNavigate } from "react-router-dom";
-import { api, ApiError, errorText, fieldErrors, unwrap, type AlgorithmPublic } from "../api/client";
-import { initialAssignments, RoleAssignments, toAssignments, type AssignmentDraft } from "../components/RoleAssignments";
-import { defaultsOf, SchemaForm, type JsonSchema } from "../components/SchemaForm";
-import { useAlgorithms, useParties, useWorkers } from "../hooks/queries";
+import { useQuery, useQueryClient } from "@tanstack/react-query";
+import { useEffect, useMemo, useRef, useState } from "react";
+import { useNavigate, useSearchParams } from "react-router-dom";
+import { useAuth } from "../auth";
+import { api, ApiError, errorText, fieldErrors, unwrap, type AlgorithmPublic, type JobPublic } from "../api/client";
+import { merged, presetsFor } from "../components/presets";
+import { draftsOf, initialAssignments, RoleAssignments, toAssignments, type AssignmentDraft } from "../components/RoleAssignments";
+import { initialValue, SchemaForm, withoutDefaults, type JsonSchema } from "../components/SchemaForm";
+import { useAlgorithms, usePartyDirectory, useWorkers } from "../hooks/queries";
 
 const STEPS = ["Algorithm", "Configuration", "Roles", "Review"] as const;
 
@@ -17,16 +19,30 @@ export function runsOn(role: RolePublic): string {
   return role.gpu_benefit ? "GPU or CPU (faster on GPU)" : "CPU or GPU";
 }
 
+/** The name of a copy: "run (2)" from "run", "run (3)" from "run (2)". */
+export function copyName(name: string): string {
+  const m = /^(.*) \((\d+)\)$/.exec(name);
+  return m ? `${m[1]} (${Number(m[2]) + 1})` : `${name} (2)`;
+}
+
 function newKey(): string {
   return typeof crypto !== "undefined" && "randomUUID" in crypto ? crypto.randomUUID() : `${Date.now()}-${Math.random()}`;
 }
 
 export function NewJobPage() {
   const algorithms = useAlgorithms();
-  const parties = useParties();
+  const parties = usePartyDirectory();
   const workers = useWorkers();
   const navigate = useNavigate();
   const queryClient = useQueryClient();
+  const { identity } = useAuth();
+  const [search] = useSearchParams();
+  const from = search.get("from");
+  const source = useQuery({
+    queryKey: ["job", from],
+    queryFn: async () => unwrap(await api.GET("/api/v1/jobs/{job_id}", { params: { path: { job_id: from ?? "" } } })),
+    enabled: Boolean(from),
+  });
   const [step, setStep] = useState(0);
   const [algorithm, setAlgorithm] = useState<AlgorithmPublic | null>(null);
   const [name, setName] = useState("");
@@ -35,21 +51,62 @@ export function NewJobPage() {
   const [assignments, setAssignments] = useState<AssignmentDraft[]>([]);
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
+  // remounts the configuration form when its value is replaced as a whole (a preset, a copy)
+  const [formKey, setFormKey] = useState(0);
   const idempotencyKey = useRef(newKey());
 
   const configErrors = useMemo(() => fieldErrors(error, "config"), [error]);
   const assignmentErrors = useMemo(() => fieldErrors(error, "assignments"), [error]);
-  const nameError = useMemo(() => fieldErrors(error, "name")._, [error]);
+  const [nameCheck, setNameCheck] = useState<string | null>(null);
+  const nameError = useMemo(() => fieldErrors(error, "name")._, [error]) ?? nameCheck ?? undefined;
   const deviceError = useMemo(() => fieldErrors(error, "device")._, [error]);
-  const partyList = parties.data?.data.filter((p) => !p.disabled) ?? [];
+  const partyList = parties.data?.data ?? [];
 
   const pick = (a: AlgorithmPublic) => {
     setAlgorithm(a);
-    setConfig(defaultsOf(a.config_schema as JsonSchema));
-    setAssignments(initialAssignments(a, partyList));
+    setConfig(initialValue(a.config_schema as JsonSchema));
+    setAssignments(initialAssignments(a, partyList, workers.data?.data ?? []));
     setName((n) => n || `${a.name}-${new Date().toISOString().slice(0, 16).replace(/[-:T]/g, "")}`);
     setError(null);
     setStep(1);
+  };
+
+  // "Run again with changes": the form filled from the job, once both it and the algorithms load
+  const cloned = useRef<string | null>(null);
+  useEffect(() => {
+    const job = source.data;
+    if (!job || !algorithms.data || cloned.current === job.id) return;
+    const a = algorithms.data.find((x) => x.name === job.algorithm);
+    if (!a) return;
+    cloned.current = job.id;
+    fillFrom(job, a);
+  }, [source.data, algorithms.data]);
+
+  const fillFrom = (job: JobPublic, a: AlgorithmPublic) => {
+    setAlgorithm(a);
+    setConfig(merged(initialValue(a.config_schema as JsonSchema), job.config));
+    setAssignments(draftsOf(job.assignments));
+    setDevice((job.device ?? "auto") as JobDevice);
+    setName(copyName(job.name));
+    setFormKey((k) => k + 1);
+    setError(null);
+    setStep(1);
+  };
+
+  const applyPreset = (preset: Record<string, unknown>) => {
+    if (!algorithm) return;
+    setConfig(merged(initialValue(algorithm.config_schema as JsonSchema), preset));
+    setFormKey((k) => k + 1);
+    setError(null);
+  };
+
+  const next = () => {
+    if (!name.trim()) {
+      setNameCheck("a job needs a name");
+      return;
+    }
+    setNameCheck(null);
+    setStep(2);
   };
 
   const submit = async () => {
@@ -57,7 +114,8 @@ export function NewJobPage() {
     setBusy(true);
     setError(null);
     try {
-      const body = { name, algorithm: algorithm.name, config, device, assignments: toAssignments(assignments) };
+      const schema = algorithm.config_schema as JsonSchema;
+      const body = { name, algorithm: algorithm.name, config: withoutDefaults(schema, config), device, assignments: toAssignments(assignments) };
       const job = unwrap(
         await api.POST("/api/v1/jobs", { body: body as never, headers: { "Idempotency-Key": idempotencyKey.current } }),
       );
@@ -91,6 +149,8 @@ export function NewJobPage() {
           {errorText(error)}
         </div>
       )}
+      {from && source.error && <div className="banner bad">Could not load the job to copy: {errorText(source.error)}</div>}
+      {from && step === 0 && !source.error && <p className="muted">Loading the job to copy…</p>}
 
       {step === 0 && (
         <div className="charts">
@@ -132,8 +192,19 @@ export function NewJobPage() {
         <section className="panel">
           <div className={`field${nameError ? " has-error" : ""}`} style={{ marginBottom: "1rem" }}>
             <label htmlFor="job-name">Job name</label>
-            <input id="job-name" value={name} onChange={(e) => setName(e.target.value)} required />
-            {nameError && <small className="error">{nameError}</small>}
+            <input
+              id="job-name"
+              value={name}
+              onChange={(e) => setName(e.target.value)}
+              required
+              aria-invalid={Boolean(nameError)}
+              aria-describedby={nameError ? "job-name-error" : undefined}
+            />
+            {nameError && (
+              <small className="error" id="job-name-error" role="alert">
+                {nameError}
+              </small>
+            )}
           </div>
           <div className={`field${deviceError ? " has-error" : ""}`} style={{ marginBottom: "1rem" }}>
             <label htmlFor="job-device">Device</label>
@@ -144,10 +215,18 @@ export function NewJobPage() {
             </select>
             {deviceError && <small className="error">{deviceError}</small>}
           </div>
-          <SchemaForm schema={algorithm.config_schema as JsonSchema} value={config} onChange={setConfig} errors={configErrors} />
+          <div className="row" style={{ marginBottom: "1rem" }} role="group" aria-label="Presets">
+            <span className="muted">Start from:</span>
+            {presetsFor(algorithm.name).map((p) => (
+              <button key={p.name} type="button" title={p.description} onClick={() => applyPreset(p.config)}>
+                {p.name}
+              </button>
+            ))}
+          </div>
+          <SchemaForm key={formKey} schema={algorithm.config_schema as JsonSchema} value={config} onChange={setConfig} errors={configErrors} />
           <div className="row" style={{ marginTop: "1rem" }}>
             <button onClick={() => setStep(0)}>Back</button>
-            <button className="primary" onClick={() => setStep(2)}>
+            <button className="primary" onClick={next}>
               Next: roles
             </button>
           </div>
@@ -163,6 +242,7 @@ export function NewJobPage() {
             value={assignments}
             onChange={setAssignments}
             errors={assignmentErrors}
+            seesWorkersOf={(party) => Boolean(identity?.isAdmin) || party === identity?.name}
           />
           <div className="row">
             <button onClick={() => setStep(1)}>Back</button>
@@ -179,8 +259,8 @@ export function NewJobPage() {
           <p>
             Algorithm <span className="mono">{algorithm.name}</span> · device <span className="mono">{device}</span>
           </p>
-          <h4>Configuration</h4>
-          <pre className="mono">{JSON.stringify(config, null, 2)}</pre>
+          <h4>Configuration (what differs from the defaults)</h4>
+          <pre className="mono">{JSON.stringify(withoutDefaults(algorithm.config_schema as JsonSchema, config), null, 2)}</pre>
           <h4>Roles</h4>
           <ul>
             {assignments.map((a, i) => (

@@ -191,10 +191,12 @@ def test_a_policy_names_only_what_exists(client: TestClient) -> None:
         assert response.json()["errors"][0]["loc"] == loc
 
 
-def test_admin_is_a_reserved_party_name(client: TestClient) -> None:
-    response = client.post(f"{API}/parties", json={"name": "admin"}, headers=ADMIN)
-    assert response.status_code == 422
-    assert response.json()["code"] == "reserved_name"
+def test_admin_and_directory_are_reserved_party_names(client: TestClient) -> None:
+    for name in ("admin", "directory"):
+        response = client.post(f"{API}/parties", json={"name": name}, headers=ADMIN)
+        assert response.status_code == 422
+        assert response.json()["code"] == "reserved_name"
+        assert response.json()["errors"][0]["loc"] == ["body", "name"]
 
 
 def test_an_algorithm_a_party_does_not_run_is_refused_naming_it(client: TestClient) -> None:

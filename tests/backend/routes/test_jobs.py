@@ -349,3 +349,22 @@ def test_a_party_ranks_share_one_backend(client: TestClient) -> None:
         with pytest.raises(ApiError, match="on cuda:0 cannot use gloo"):
             start_attempt(session, job_id=job["id"], placements=wrong)
     assert get_job(client, job["id"])["status"] == "queued"
+
+
+@pytest.mark.parametrize("name", ["   ", "\u00a0 ", "\u3000"])
+def test_a_job_name_of_only_spaces_is_refused_at_the_field(client: TestClient, name: str) -> None:
+    party = create_party(client)
+    body = {
+        "name": name,
+        "algorithm": "solo",
+        "assignments": [{"party": party.name, "role": "trainer"}],
+    }
+    response = post_job(client, body)
+    assert response.status_code == 422, response.text
+    assert [e["loc"] for e in response.json()["errors"]] == [["body", "name"]]
+    assert "spaces" in response.json()["errors"][0]["msg"]
+    assert client.get(f"{API}/jobs", headers=ADMIN).json()["count"] == 0
+
+    kept = post_job(client, {**body, "name": f" {name}x "})
+    assert kept.status_code == 201, kept.text
+    assert kept.json()["name"] == f" {name}x "

@@ -79,3 +79,21 @@ def test_disabling_a_party_cuts_off_its_workers_and_its_jobs(client: TestClient)
         headers=job.alice.auth,
     )
     assert alice_beat.json()["stop_tasks"] == [job.alice_task]
+
+
+def test_every_party_sees_the_directory_of_enabled_parties(client: TestClient) -> None:
+    a, b, c = (create_party(client, name) for name in ("dir-a", "dir-b", "dir-c"))
+    client.patch(f"{API}/parties/{b.name}", json={"display_name": "Bee"}, headers=ADMIN)
+    client.post(f"{API}/parties/{c.name}/disable", headers=ADMIN)
+
+    response = client.get(f"{API}/parties/directory", headers=a.auth)
+
+    assert response.status_code == 200, response.text
+    assert response.json() == {
+        "data": [
+            {"name": "dir-a", "display_name": "dir-a"},
+            {"name": "dir-b", "display_name": "Bee"},
+        ],
+        "count": 2,
+    }
+    assert client.get(f"{API}/parties/{b.name}", headers=a.auth).status_code == 403
