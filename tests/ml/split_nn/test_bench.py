@@ -9,7 +9,7 @@ import pytest
 
 from tessera_ml.bench.api import BenchArgs
 from tessera_ml.bench.cli import main
-from tessera_ml.bench.split_nn import bench
+from tessera_ml.bench.split_nn import bench, microbatch
 from tests.ml.conftest import MakeTestbed
 
 
@@ -35,6 +35,27 @@ def test_tls_options_are_checked() -> None:
         bench.plan_jobs(BenchArgs(extra={"tls_pairs": "0"}))
     with pytest.raises(ValueError, match="tls_steps above"):
         bench.plan_jobs(BenchArgs(extra={"tls_steps": "2"}))
+
+
+def test_links_are_shaped_with_a_bucket_of_a_few_frames_unless_set() -> None:
+    shaped = bench.plan_jobs(BenchArgs(quick=True, netns=True)).params
+    assert shaped["burst_bytes"] == bench.BURST_FRAMES * bench.FRAME_BYTES
+    assert shaped["burst_bytes"] < 8 * 1514
+    chosen = bench.plan_jobs(BenchArgs(netns=True, extra={"burst_bytes": "65536"})).params
+    assert chosen["burst_bytes"] == 65536
+    assert "burst_bytes" not in bench.plan_jobs(BenchArgs(quick=True)).params
+    with pytest.raises(ValueError, match="takes no --set burst"):
+        bench.plan_jobs(BenchArgs(extra={"burst": "1"}))
+
+
+def test_a_micro_batch_transfer_is_its_widest_cut_at_the_link_rate() -> None:
+    config = {"bottom": {"hidden": [8], "out": 96}, "middle": {"hidden": [8], "out": 32}}
+    assert microbatch.transfer_s(config, rows=100, rate_mbit=10) == pytest.approx(
+        100 * 96 * 4 * 8 / 10e6
+    )
+    wide = microbatch.transfer_s({**config, "dtype": "float64"}, rows=100, rate_mbit=10)
+    assert wide == pytest.approx(2 * 100 * 96 * 4 * 8 / 10e6)
+    assert microbatch.compute_s(config, features=5, classes=3, rows=16, repeats=3) > 0
 
 
 @pytest.mark.netns
@@ -64,9 +85,16 @@ def test_quick_netns_report_has_tls_between_parties_and_no_plaintext_on_the_link
         "bytes_ratio",
         "link_bytes_per_step",
         "pipelined_vs_sequential_steps_per_s",
+        "pipelined_vs_sequential_microbatched_steps_per_s",
+        "microbatch_compute_s",
+        "microbatch_transfer_s",
+        "microbatch_transfer_over_compute",
         "int8_bytes_ratio",
         "int8_accuracy_drop",
         "fp16_accuracy_drop",
     ):
         assert key in results
     assert document["params"]["tls"]["baseline"] == "gloo"
+    assert document["params"]["burst_bytes"] == bench.BURST_FRAMES * bench.FRAME_BYTES
+    # overlap changes when messages move, never what is computed
+    assert results["pipelined_max_abs_param_diff_vs_sequential_microbatched"] == 0

@@ -5,8 +5,9 @@ between parties, ``MeshCommunicator``), run in one world, one after another:
 
 - float64 jobs (1 feature + 1 middle + 1 label; 2 feature parties with ``concat`` + 1 label)
   compared with one process training the composed network (``centralized.py``);
-- the pipelined schedule beside the sequential one (whole batch, and the same micro-batches
-  without overlap) on rate-limited links;
+- the pipelined schedule beside the same micro-batches run one after another without overlap
+  (and beside the whole-batch step) on rate-limited links whose token bucket holds only a few
+  frames, so that a message crosses at the link's rate and not in one burst;
 - uncompressed, fp16 and int8 cuts on the same data, seed and steps.
 
 Then the cost of TLS: the pipelined job's configuration again (``tls_steps`` steps), in fresh
@@ -34,6 +35,7 @@ from tessera_ml.algorithms.split_nn.centralized import max_abs_diff, train_centr
 from tessera_ml.algorithms.split_nn.spec import SplitNNConfig
 from tessera_ml.bench.api import BenchArgs, BenchReport
 from tessera_ml.bench.measure import plaintext_matches
+from tessera_ml.bench.split_nn import microbatch
 from tessera_ml.bench.split_nn.jobs import Job, run_jobs
 from tessera_ml.netns import Testbed
 from tessera_ml.worlds import RankOutcome, hosts_by_party, plan_job, run_algorithm, run_world
@@ -51,8 +53,17 @@ SETTABLE = (
     "batch_size",
     "tls_steps",
     "tls_pairs",
+    "burst_bytes",
 )
 DIGITS = "sklearn:digits"
+DIGITS_FEATURES = 64
+DIGITS_CLASSES = 10
+FRAME_BYTES = 1514
+"""An Ethernet frame at the testbed's MTU of 1500 bytes."""
+BURST_FRAMES = 4
+"""The links' token bucket holds this many frames: a burst can outrun the rate by a few frames
+only, not by a whole micro-batch (the testbed's default bucket of 64 KiB passes half of a
+128 KiB message at once after an idle moment, which favours the schedule that idles)."""
 TLS_JOB = "pipelined"
 """The job whose configuration is timed with TLS between parties and without."""
 TLS_BASELINE: Literal["gloo"] = "gloo"
@@ -61,7 +72,7 @@ WARMUP = 2
 Transport = Literal["mesh", "gloo"]
 
 
-def chain(columns: str = "0:64") -> list[dict[str, Any]]:
+def chain(columns: str = f"0:{DIGITS_FEATURES}") -> list[dict[str, Any]]:
     return [
         {"party": "alice", "role": "feature", "dataset": f"{DIGITS}?columns={columns}"},
         {"party": "bob", "role": "middle"},
@@ -142,7 +153,7 @@ def plan_jobs(args: BenchArgs) -> Plan:
             jobs[f"{codec_name}/{seed}"] = Job(
                 two_features(), {**wide, "compression": codec_name, "seed": seed}
             )
-    params = {
+    params: dict[str, Any] = {
         "dataset": DIGITS,
         "exact": {"topologies": ["feature+middle+label", "2 feature (concat)+label"], **exact},
         "pipeline": {**pipe, "micro_batches": micro, "topology": "feature+middle+label"},
@@ -155,6 +166,13 @@ def plan_jobs(args: BenchArgs) -> Plan:
             "warmup_steps": WARMUP,
         },
     }
+    if args.netns:
+        params.update(
+            netns=True,
+            rate_mbit=float(extra.get("rate_mbit", 50.0)),
+            burst_bytes=int(extra.get("burst_bytes", BURST_FRAMES * FRAME_BYTES)),
+            hosts="one per party",
+        )
     return Plan(jobs, tls_job, tls_order(tls_pairs), params)
 
 
@@ -182,9 +200,9 @@ def bench(args: BenchArgs) -> BenchReport:
     parties = planned_parties([*jobs.values(), plan.tls_job])
     started = time.perf_counter()
     if args.netns:
-        rate = float(args.extra.get("rate_mbit", 50.0))
-        params.update(netns=True, rate_mbit=rate, hosts="one per party")
-        with Testbed(3, rate_mbit=rate) as testbed:
+        with Testbed(
+            3, rate_mbit=params["rate_mbit"], burst_bytes=params["burst_bytes"]
+        ) as testbed:
             per_rank = run_world(
                 run_jobs,
                 3,
@@ -216,6 +234,7 @@ def bench(args: BenchArgs) -> BenchReport:
         torch.set_num_threads(threads)
     results.update(_bytes(runs["exact_chain"]))
     results.update(_pipelining(runs))
+    results.update(_microbatch_costs(params))
     results.update(_compression(runs))
     return BenchReport(params=params, results=results)
 
@@ -361,6 +380,21 @@ def _pipelining(runs: dict[str, list[dict[str, Any]]]) -> dict[str, float]:
     link = _per_step(pipe, "train_link_bytes_sent")
     if link:
         out["pipelined_link_bytes_per_step"] = link
+    return out
+
+
+def _microbatch_costs(params: dict[str, Any]) -> dict[str, float]:
+    pipe = params["pipeline"]
+    rows = pipe["batch_size"] // pipe["micro_batches"]
+    config = {k: v for k, v in pipe.items() if k != "topology"}
+    compute = microbatch.compute_s(
+        config, features=DIGITS_FEATURES, classes=DIGITS_CLASSES, rows=rows
+    )
+    out = {"microbatch_compute_s": compute}
+    if params.get("netns"):
+        transfer = microbatch.transfer_s(config, rows=rows, rate_mbit=params["rate_mbit"])
+        out["microbatch_transfer_s"] = transfer
+        out["microbatch_transfer_over_compute"] = transfer / compute
     return out
 
 
