@@ -22,7 +22,11 @@ def shared(
 
 
 def on_both(
-    fn: Callable[..., torch.Tensor], *values: torch.Tensor, ring: Ring, comparison: str = "tree"
+    fn: Callable[..., torch.Tensor],
+    *values: torch.Tensor,
+    ring: Ring,
+    comparison: str = "tree",
+    truncation: str = "masked",
 ) -> torch.Tensor:
     """Run ``fn(engine, *shares)`` on both parties and return the revealed result."""
 
@@ -30,6 +34,6 @@ def on_both(
         return eng.reveal(fn(eng, *args))
 
     a0, a1 = shared(*values, ring=ring)
-    r0, r1 = run_two(body, a0, a1, comparison=comparison)
+    r0, r1 = run_two(body, a0, a1, comparison=comparison, truncation=truncation)
     assert torch.equal(r0, r1)
     return r0

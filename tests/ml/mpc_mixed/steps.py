@@ -33,6 +33,7 @@ def train_both(
     hidden: int = 16,
     lr: float = 0.5,
     comparison: str = "tree",
+    truncation: str = "masked",
 ) -> Run:
     prec = Precision.of(mode, 12, 20)
     feats = data.features("sklearn:digits")
@@ -50,7 +51,7 @@ def train_both(
             train_step(eng, prec, model, xf[i][rows], xb[i][rows], yb[i][rows], lr)
         return {k: eng.reveal(v) for k, v in model.params.items()}
 
-    e0, e1 = engines(0, record=True, comparison=comparison)
+    e0, e1 = engines(0, record=True, comparison=comparison, truncation=truncation)
     out = run_pair(party, (e0, 0), (e1, 1))
     revealed = out[0]
     assert isinstance(revealed, dict)

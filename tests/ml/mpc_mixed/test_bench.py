@@ -1,4 +1,5 @@
-"""The benchmark's bookkeeping: which steps it times, and its options."""
+"""The benchmark's bookkeeping: which steps it times, which job each mode is judged by, and its
+options."""
 
 from __future__ import annotations
 
@@ -11,17 +12,19 @@ from tessera_ml.worlds import RankOutcome
 
 
 def _rank(rank: int, steps: list[tuple[int, float, float]]) -> RankOutcome:
-    """A compute rank that reported (step, end time, wall seconds) with CPU = wall / 2."""
+    """A compute rank that reported (step, end time, whole-step seconds), with an online phase
+    of half the whole step and CPU time of a quarter."""
     points = []
-    for step, end, wall in steps:
+    for step, end, whole in steps:
         points += [
-            MetricPoint(step, "step_time_s", wall, end),
-            MetricPoint(step, "step_cpu_s", wall / 2, end),
+            MetricPoint(step, "whole_step_time_s", whole, end),
+            MetricPoint(step, "step_time_s", whole / 2, end),
+            MetricPoint(step, "step_cpu_s", whole / 4, end),
         ]
     return RankOutcome(rank, "compute", "p", None, points, [], [])
 
 
-def test_every_runs_first_step_is_left_out_and_spans_end_at_the_point() -> None:
+def test_every_runs_first_step_is_left_out_and_spans_run_from_asking_for_material() -> None:
     first = _rank(0, [(0, 1.0, 0.5), (1, 2.0, 0.4), (2, 3.0, 0.3)])
     resumed = _rank(0, [(3, 10.0, 0.9), (4, 11.0, 0.2)])
     steps = [s for o in (first, resumed) for s in bench._steps(o)]
@@ -30,6 +33,7 @@ def test_every_runs_first_step_is_left_out_and_spans_end_at_the_point() -> None:
         (2, 2.7, 3.0),
         (4, 10.8, 11.0),
     ]
+    assert (steps[0].whole_s, steps[0].wall_s, steps[0].cpu_s) == (0.4, 0.2, 0.1)
 
 
 def test_side_by_side_times_only_the_span_in_which_every_mode_ran() -> None:
@@ -42,18 +46,63 @@ def test_side_by_side_times_only_the_span_in_which_every_mode_ran() -> None:
     timelines = [bench._steps(o) for o in a + b]
     window = bench.overlap_window(timelines)
     assert window == (5.5, 10.0)  # B's first steady step starts at 5.5; A ends at 10
-    wall, cpu, steps = bench._step_time([b], window)
-    assert (wall, cpu, steps) == (0.5, 0.25, 5)  # B's fast steps after A ended are left out
-    assert bench._step_time([b], None)[0] == 0.1
+    times = bench._step_time([b], window)
+    assert (times.whole_s, times.online_s, times.cpu_s, times.steps) == (0.5, 0.25, 0.125, 5)
+    assert bench._step_time([b], None).whole_s == 0.1  # B's fast steps after A ended
 
 
-def test_schedule_and_block_options_are_checked() -> None:
+def _results(whole: dict[str, float]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for i, (name, seconds) in enumerate(whole.items()):
+        for key in bench.HEADLINE:
+            out[f"{name}_{key}"] = float(i + 1)
+        out[f"{name}_whole_step_time_s"] = seconds
+        out[f"{name}_test_accuracy"] = 0.9
+    return out
+
+
+def test_each_mode_is_judged_by_its_job_with_the_lowest_whole_step() -> None:
+    whole = {
+        "mixed_tree": 0.09,
+        "mixed_fan_in": 0.08,
+        "all64_local_tree": 0.12,
+        "all64_local_fan_in": 0.10,
+        "all64_masked_tree": 0.11,
+        "all32": 0.01,
+        "gloo": 0.01,
+    }
+    out = bench.headline(_results(whole), dict(bench.JOBS), plaintext=0.95)
+    assert (out["mixed_job"], out["mixed_comparison"]) == ("mixed_fan_in", "fan_in")
+    assert (out["all64_job"], out["all64_truncation"]) == ("all64_local_fan_in", "local")
+    assert out["whole_step_time_ratio"] == pytest.approx(0.8)
+    assert out["whole_step_time_ratio_vs_all64_masked"] == pytest.approx(0.08 / 0.11)
+    assert out["accuracy_gap_points"] == pytest.approx(5.0)
+    # the other keys come from the same jobs: mixed_fan_in is the 2nd job, all64_local_fan_in
+    # the 4th
+    assert out["online_bytes_ratio"] == pytest.approx(2 / 4)
+    # a slower local baseline loses to the masked one
+    whole["all64_local_fan_in"] = whole["all64_local_tree"] = 0.2
+    out = bench.headline(_results(whole), dict(bench.JOBS), plaintext=0.95)
+    assert (out["all64_job"], out["all64_truncation"]) == ("all64_masked_tree", "masked")
+
+
+def test_options_are_checked_and_one_comparison_keeps_its_jobs() -> None:
     assert bench._schedule(BenchArgs()) == "turns"
     assert bench._schedule(BenchArgs(extra={"sequential": "1"})) == "sequential"
     with pytest.raises(ValueError, match="schedule must be one of"):
         bench._schedule(BenchArgs(extra={"schedule": "parallel"}))
     with pytest.raises(ValueError, match="block_epochs must be at least 1"):
         bench.bench(BenchArgs(extra={"block_epochs": "0"}))
+    with pytest.raises(ValueError, match="comparison must be tree or fan_in"):
+        bench.jobs_of(BenchArgs(extra={"comparison": "ripple"}))
+    assert set(bench.jobs_of(BenchArgs(extra={"comparison": "fan_in"}))) == {
+        "mixed_fan_in",
+        "all64_local_fan_in",
+    }
+    # every job but the masked single-ring baseline and all32 keeps the method's truncation
+    # for mixed, and all64's candidates run in Z_2^64 only
+    assert all(bench.JOBS[n].mode == "all64" for n in bench.CANDIDATES["all64"])
+    assert all(bench.JOBS[n].truncation == "masked" for n in bench.CANDIDATES["mixed"])
 
 
 def test_tls_counts_only_when_every_compute_rank_of_every_run_crossed_in_tls() -> None:
@@ -66,5 +115,10 @@ def test_tls_counts_only_when_every_compute_rank_of_every_run_crossed_in_tls() -
     assert bench._cross_party_tls([run(True, True), run(True, True)])
     assert not bench._cross_party_tls([run(True, True), run(True, False)])
     # the baseline the TLS job is compared with is the same job, over one plaintext world
-    assert bench.JOBS["gloo"] == (bench.JOBS["mixed"][0], "gloo")
-    assert bench.JOBS["mixed"][1] == "mesh"
+    gloo, mixed = bench.JOBS["gloo"], bench.JOBS["mixed_tree"]
+    assert (gloo.mode, gloo.comparison, gloo.truncation) == (
+        mixed.mode,
+        mixed.comparison,
+        mixed.truncation,
+    )
+    assert (gloo.transport, mixed.transport) == ("gloo", "mesh")

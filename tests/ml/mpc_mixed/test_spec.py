@@ -66,3 +66,13 @@ def test_config_validates_precisions() -> None:
     with pytest.raises(ValidationError, match="link"):
         MpcMixedConfig(link="carrier-pigeon")  # type: ignore[arg-type]
     assert MpcMixedConfig().link == "direct"
+
+
+def test_local_truncation_is_an_option_of_the_z64_ring_only() -> None:
+    assert MpcMixedConfig().truncation == "masked"
+    assert MpcMixedConfig(mode="all64", truncation="local").truncation == "local"
+    assert MpcMixedConfig(truncation="local").truncation == "local"
+    with pytest.raises(ValidationError, match="all32"):
+        MpcMixedConfig(mode="all32", truncation="local")
+    with pytest.raises(ValidationError, match="truncation"):
+        MpcMixedConfig(truncation="round")  # type: ignore[arg-type]

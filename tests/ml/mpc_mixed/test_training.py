@@ -5,18 +5,26 @@ import pytest
 from .steps import train_both
 
 
-def _worst(mode: str, comparison: str = "tree") -> tuple[float, float]:
-    run = train_both(mode, steps=3, comparison=comparison)
+def _worst(mode: str, comparison: str = "tree", truncation: str = "masked") -> tuple[float, float]:
+    run = train_both(mode, steps=3, comparison=comparison, truncation=truncation)
     err = max((run.secure[k] - run.plain[k]).abs().max().item() for k in run.plain)
     moved = max((run.plain[k] - run.initial[k]).abs().max().item() for k in run.plain)
     return err, moved
 
 
 @pytest.mark.parametrize(
-    ("mode", "comparison"), [("mixed", "tree"), ("all64", "tree"), ("mixed", "fan_in")]
+    ("mode", "comparison", "truncation"),
+    [
+        ("mixed", "tree", "masked"),
+        ("all64", "tree", "masked"),
+        ("mixed", "fan_in", "masked"),
+        ("all64", "fan_in", "local"),
+    ],
 )
-def test_secure_steps_track_the_plaintext_reference(mode: str, comparison: str) -> None:
-    err, moved = _worst(mode, comparison)
+def test_secure_steps_track_the_plaintext_reference(
+    mode: str, comparison: str, truncation: str
+) -> None:
+    err, moved = _worst(mode, comparison, truncation)
     assert moved > 0.05
     assert err < moved / 10
 

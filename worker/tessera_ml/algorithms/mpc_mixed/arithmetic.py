@@ -5,6 +5,16 @@ Every round opens masked values only (x - a with a uniform dealer mask). Truncat
 an r whose top bit is also shared: for x' = x + 2^(l-2) in [0, 2^(l-1)) and c = x' + r
 (mod 2^l), the wrap of the addition is msb(r) * (1 - msb(c)), linear in the shares once c is
 public. So truncation needs |x| < 2^(l-2).
+
+``local`` truncation (SecureML's, as two-party 64-bit systems use it) opens nothing: party 0
+shifts its share, party 1 negates, shifts and negates back. With x_0 uniform, the shares' sum
+wraps (as signed integers) with probability |x| / 2^l, and only then is the result off by
+2^(l - d); otherwise it is the masked truncation's floor(x / 2^d) plus one with probability
+(x mod 2^d) / 2^d. For x below 2^lx that is a probability below 2^(lx - l) per element: in
+Z_2^64 at 20 fractional bits, below 2^-20 for a product of reals under 2^4. In Z_2^32 it would
+be 2^-4, so Z_2^32 truncations always open their mask, and so do truncations whose caller
+marks the value ``large`` (it may exceed 2^LOCAL_RANGE_BITS, e.g. a slope carrying extra
+fractional bits).
 """
 
 from __future__ import annotations
@@ -26,11 +36,22 @@ class Factor:
     bit: bool = False
 
 
-class Arithmetic:
-    """This party's side of the products and truncations."""
+TRUNCATIONS = ("masked", "local")
+"""How Z_2^64 shares are truncated: a masked opening (one round), or each share on its own."""
+LOCAL_RANGE_BITS = 48
+"""Values truncated locally stay below 2^48 (callers mark larger ones ``large``; the benchmark's
+``wraps`` tool measures them): wrong by 2^(64 - d) with probability below 2^-16 per element."""
 
-    def __init__(self, party: Party) -> None:
+
+class Arithmetic:
+    """This party's side of the products and truncations. ``truncation`` is ``masked`` or
+    ``local`` (Z_2^64 only; see the module's docstring)."""
+
+    def __init__(self, party: Party, truncation: str = "masked") -> None:
+        if truncation not in TRUNCATIONS:
+            raise ValueError(f"truncation is one of {', '.join(TRUNCATIONS)}, not {truncation!r}")
         self.party = party
+        self.truncation = truncation
 
     # --- products -------------------------------------------------------------------------
 
@@ -166,15 +187,19 @@ class Arithmetic:
         factor = round(value * ring.scale)
         return self.trunc(x * factor, ring.frac, ring)
 
-    def trunc(self, x: torch.Tensor, shift: int, ring: Ring) -> torch.Tensor:
+    def trunc(self, x: torch.Tensor, shift: int, ring: Ring, large: bool = False) -> torch.Tensor:
         """Secure right shift by ``shift`` bits: floor(x / 2^shift), plus one with probability
-        (x mod 2^shift) / 2^shift (the masked low bits carry), i.e. stochastic rounding."""
-        return self.trunc_each([x], [shift], ring)[0]
+        (x mod 2^shift) / 2^shift (the masked low bits carry), i.e. stochastic rounding.
+        ``large``: x may exceed 2^LOCAL_RANGE_BITS, so it is masked even where truncation is
+        local."""
+        return self.trunc_each([x], [shift], ring, large)[0]
 
     def trunc_each(
-        self, xs: list[torch.Tensor], shifts: list[int], ring: Ring
+        self, xs: list[torch.Tensor], shifts: list[int], ring: Ring, large: bool = False
     ) -> list[torch.Tensor]:
-        """``trunc`` of each tensor by its own shift, all in one round."""
+        """``trunc`` of each tensor by its own shift, all in one round (none when local)."""
+        if self.truncation == "local" and ring.bits == 64 and not large:
+            return [self.trunc_local(x, shift) for x, shift in zip(xs, shifts, strict=True)]
         party, bits = self.party, ring.bits
         offset = 1 << (bits - 2)
         todo = [i for i, shift in enumerate(shifts) if shift]
@@ -196,6 +221,15 @@ class Arithmetic:
             low = (wrap << (bits - shift)) - r_high
             out[i] = party.add_public(low, ring.high_bits(c, shift) - (offset >> shift))
         return out
+
+    def trunc_local(self, x: torch.Tensor, shift: int) -> torch.Tensor:
+        """floor(x / 2^shift) (plus one, as ``trunc``) without a round: x_0 >> d and
+        -((-x_1) >> d); off by 2^(l - shift) when the shares' signed sum wraps."""
+        if not shift:
+            return x
+        if self.party.index == 0:
+            return x >> shift
+        return -((-x) >> shift)
 
     def trunc_many(self, xs: list[torch.Tensor], shift: int, ring: Ring) -> list[torch.Tensor]:
         """``trunc`` of several tensors in one round."""

@@ -72,11 +72,12 @@ def mul_trunc(
 ) -> torch.Tensor:
     """x * y (x * x when y is None) at the ring's scale, divided by 2^extra. With ``wide`` (a
     Z_2^32 ring in a mode that also has Z_2^64) the product is exact in Z_2^64 and comes back
-    by a local shift-and-reduce: one round; otherwise a Beaver product and a truncation: two."""
+    by a local shift-and-reduce: one round; otherwise a Beaver product and a truncation: two
+    (the truncation takes a ``large`` value when extra > 0)."""
     if wide and ring.bits == 32:
         return eng.convert.trunc_reduce(eng.wide.wide_mul(x, y), ring.frac + extra)
     product = eng.arith.square(x, ring) if y is None else eng.arith.mul(x, y, ring)
-    return eng.arith.trunc(product, ring.frac + extra, ring)
+    return eng.arith.trunc(product, ring.frac + extra, ring, large=extra > 0)
 
 
 def exp_surrogate(eng: Engine, x: torch.Tensor, ring: Ring, wide: bool = False) -> torch.Tensor:
@@ -196,7 +197,7 @@ def rsqrt(eng: Engine, v: torch.Tensor, ring: Ring, bracket: Ring | None = None)
         ring_sum(shared.arithmetic(0, eng.index) * increments[0], 0), round(lines[0][0] * scales[0])
     )
     bv = ring_sum(v_bits * increments[1], 0) + v * round(lines[0][1] * scales[1])
-    y = a + eng.arith.trunc(bv, f + slope_bits, ring)
+    y = a + eng.arith.trunc(bv, f + slope_bits, ring, large=True)
     for _ in range(RSQRT_ITERATIONS):
         # y (3 - v y^2) / 2 = (3 y - (v y) y^2) / 2: y^2 and v y in one round, then one product
         (y2, vy), _ = eng.arith.mul_many([(y, None), (v, y)], ring)

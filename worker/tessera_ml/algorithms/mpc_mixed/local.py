@@ -17,14 +17,16 @@ from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 
 
-def engines(seed: int = 0, record: bool = False, comparison: str = "tree") -> tuple[Engine, Engine]:
+def engines(
+    seed: int = 0, record: bool = False, comparison: str = "tree", truncation: str = "masked"
+) -> tuple[Engine, Engine]:
     dealer = LocalDealer(seed)
     p0, p1 = local_pair()
     if record:
         p0.record, p1.record = [], []
     return (
-        Engine(0, p0, dealer.provider(0), comparison),
-        Engine(1, p1, dealer.provider(1), comparison),
+        Engine(0, p0, dealer.provider(0), comparison, truncation),
+        Engine(1, p1, dealer.provider(1), comparison, truncation),
     )
 
 
@@ -56,8 +58,9 @@ def run_two(
     args1: tuple[Any, ...],
     seed: int = 0,
     comparison: str = "tree",
+    truncation: str = "masked",
 ) -> tuple[Any, Any]:
     """Run ``fn(engine, *args_i)`` for both parties concurrently."""
-    e0, e1 = engines(seed, comparison=comparison)
+    e0, e1 = engines(seed, comparison=comparison, truncation=truncation)
     out = run_pair(fn, (e0, *args0), (e1, *args1))
     return out[0], out[1]

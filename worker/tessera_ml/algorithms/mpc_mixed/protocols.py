@@ -23,13 +23,19 @@ from tessera_ml.algorithms.mpc_mixed.wide import Wide
 class Engine(Party):
     """This party's side of every protocol. ``index`` is 0 or 1; ``comparison`` combines the
     chunks of a comparison two per round (``tree``) or a level of groups per round
-    (``fan_in``)."""
+    (``fan_in``); ``truncation`` truncates Z_2^64 shares with a masked opening (``masked``)
+    or each party on its own share (``local``)."""
 
     def __init__(
-        self, index: int, peer: Peer, provider: Provider, comparison: str = "tree"
+        self,
+        index: int,
+        peer: Peer,
+        provider: Provider,
+        comparison: str = "tree",
+        truncation: str = "masked",
     ) -> None:
         super().__init__(index, peer, provider)
-        self.arith = Arithmetic(self)
+        self.arith = Arithmetic(self, truncation)
         self.convert = Conversion(self, self.arith)
         self.wide = Wide(self)
         self.binary = Binary(self, comparison)

@@ -45,6 +45,14 @@ class MpcMixedConfig(AlgorithmConfig):
             "fan_in: one round for Z_2^32's chunks, two for Z_2^64's, a few bits per element"
         ),
     )
+    truncation: Literal["masked", "local"] = Field(
+        default="masked",
+        description=(
+            "How Z_2^64 shares are truncated after a product: masked, one round opening x + r; "
+            "local, each party shifts its own share (no round, no material), off by 2^(64 - d) "
+            "with probability |x| / 2^64 per element. Z_2^32 truncations are always masked"
+        ),
+    )
     link: Literal["direct", "communicator"] = Field(
         default="direct",
         description=(
@@ -98,6 +106,8 @@ class MpcMixedConfig(AlgorithmConfig):
     def _precisions(self) -> MpcMixedConfig:
         if self.mode == "mixed" and self.ring64_frac <= self.ring32_frac:
             raise ValueError("ring64_frac must exceed ring32_frac in mixed mode")
+        if self.mode == "all32" and self.truncation == "local":
+            raise ValueError("truncation local applies to Z_2^64, which all32 does not use")
         return self
 
 
@@ -108,6 +118,8 @@ ROLES = (
         max=2,
         description="Holds additive shares and computes",
         max_processes=1,
+        device_note="its layers are integer matrix products on the shares, and torch has no "
+        "CUDA kernel for integer matmul",
     ),
     RoleSpec(
         name="dealer", min=1, max=1, description="Generates correlated randomness", max_processes=1
@@ -178,6 +190,7 @@ SPEC = MpcMixedSpec(
         "loss",
         "eval_loss",
         "accuracy",
+        "whole_step_time_s",
         "step_time_s",
         "step_cpu_s",
         "offline_time_s",

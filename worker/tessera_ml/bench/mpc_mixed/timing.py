@@ -1,12 +1,13 @@
 """Where a training step's CPU time goes, protocol by protocol, in ``mixed`` and ``all64``.
 
-``python -m tessera_ml.bench.mpc_mixed.timing [--steps 40] [--batch 64] [--hidden 64]
-[--spin-us 300]`` runs the two compute parties of the digits MLP with batch norm as two
-processes joined by the direct link (``link.open_link``), as a job does, but without the dealer,
-features and labels ranks: both processes draw every step's material from one seed before the
-step, so no step waits for material, and nothing here is secret (a timing tool, not a protocol).
-The two modes take turns step by step in the same processes, so a change in the machine's load
-reaches both alike.
+``python -m tessera_ml.bench.mpc_mixed.timing [--steps 40] [--batch 128] [--hidden 64]
+[--spin-us 300] [--comparison tree|fan_in] [--all64-truncation local|masked]`` runs the two
+compute parties of the digits MLP with batch norm as two processes joined by the direct link
+(``link.open_link``), as a job does, but without the dealer, features and labels ranks: both
+processes draw every step's material from one seed before the step, so no step waits for
+material, and nothing here is secret (a timing tool, not a protocol). The two modes take turns
+step by step in the same processes, so a change in the machine's load reaches both alike.
+``all64`` truncates locally unless told otherwise.
 
 For each mode it prints the median step (wall and CPU time of the slower party), how many times
 that party slept in ``poll`` waiting for the other (``--spin-us`` sets how long the link retries
@@ -129,8 +130,10 @@ class _Clock:
         return timed
 
 
-def _timed_engine(index: int, peer: Peer, clock: _Clock) -> Engine:
-    eng = Engine(index, peer, ReplayProvider(index))
+def _timed_engine(
+    index: int, peer: Peer, clock: _Clock, comparison: str, truncation: str
+) -> Engine:
+    eng = Engine(index, peer, ReplayProvider(index), comparison, truncation)
     for path in PROTOCOLS:
         *parts, name = path.split(".")
         owner: object = eng
@@ -152,7 +155,13 @@ class StepTimes:
 
 
 def _party(
-    comm: Communicator, steps: int, batch: int, hidden: int, spin_s: float
+    comm: Communicator,
+    steps: int,
+    batch: int,
+    hidden: int,
+    spin_s: float,
+    comparison: str,
+    all64_truncation: str,
 ) -> dict[str, StepTimes]:
     index = comm.rank
     peer, fell_back = open_link(comm, index, 1 - index, "direct", spin_s=spin_s)
@@ -167,7 +176,8 @@ def _party(
     parties = {}
     for mode in MODES:
         prec = Precision.of(mode, 12, 20)
-        eng = _timed_engine(index, peer, clock)
+        truncation = all64_truncation if mode == "all64" else "masked"
+        eng = _timed_engine(index, peer, clock, comparison, truncation)
         parties[mode] = (prec, eng, SharedMlp.from_plain(eng, params, prec.backward, True))
     times = {mode: StepTimes() for mode in MODES}
     rows = x.shape[0] - batch
@@ -211,9 +221,16 @@ class ModeTiming:
 
 
 def time_modes(
-    steps: int = 40, batch: int = 64, hidden: int = 64, spin_s: float = SPIN_S
+    steps: int = 40,
+    batch: int = 128,
+    hidden: int = 64,
+    spin_s: float = SPIN_S,
+    comparison: str = "tree",
+    all64_truncation: str = "local",
 ) -> dict[str, ModeTiming]:
-    per_party: list[dict[str, StepTimes]] = run_world(_party, 2, steps, batch, hidden, spin_s)
+    per_party: list[dict[str, StepTimes]] = run_world(
+        _party, 2, steps, batch, hidden, spin_s, comparison, all64_truncation
+    )
     out = {}
     for mode in MODES:
         a, b = per_party[0][mode], per_party[1][mode]
@@ -239,8 +256,10 @@ def time_modes(
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--hidden", type=int, default=64)
+    parser.add_argument("--comparison", choices=["tree", "fan_in"], default="tree")
+    parser.add_argument("--all64-truncation", choices=["masked", "local"], default="local")
     parser.add_argument(
         "--spin-us",
         type=float,
@@ -248,7 +267,14 @@ def main() -> None:
         help="how long the link retries a round before sleeping (microseconds)",
     )
     args = parser.parse_args()
-    timings = time_modes(args.steps, args.batch, args.hidden, args.spin_us * 1e-6)
+    timings = time_modes(
+        args.steps,
+        args.batch,
+        args.hidden,
+        args.spin_us * 1e-6,
+        args.comparison,
+        args.all64_truncation,
+    )
     mixed, all64 = timings["mixed"], timings["all64"]
     print(
         f"{args.steps} steps per mode, batch {args.batch}, hidden {args.hidden}, "

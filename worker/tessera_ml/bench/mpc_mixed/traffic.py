@@ -1,7 +1,7 @@
 """Online bytes and rounds of one training step, by where in the model each opening happens.
 
 ``python -m tessera_ml.bench.mpc_mixed.traffic [--hidden 64] [--batch 64]
-[--comparison tree|fan_in] [--ops]`` runs one step
+[--comparison tree|fan_in] [--truncation masked|local] [--ops]`` runs one step
 of the digits MLP with batch norm on two in-process parties, in every mode, and prints what
 compute party 0 sends, grouped by the model-level function and the protocol that opened it.
 With ``--ops`` it also counts party 0's torch operations (every call that reaches torch's
@@ -91,7 +91,12 @@ class _CountingOps(TorchFunctionMode):
 
 
 def one_step(
-    mode: str, hidden: int, batch: int, comparison: str = "tree", ops: bool = False
+    mode: str,
+    hidden: int,
+    batch: int,
+    comparison: str = "tree",
+    ops: bool = False,
+    truncation: str = "masked",
 ) -> _Counting:
     prec = Precision.of(mode, 12, 20)
     x = data.features("sklearn:digits").train[:batch]
@@ -100,7 +105,7 @@ def one_step(
     params = init_params([x.shape[1], hidden, classes], True, 0)
     xf, xb, yb = share_inputs(prec, x, onehot, 1000)
 
-    e0, e1 = engines(0, comparison=comparison)
+    e0, e1 = engines(0, comparison=comparison, truncation=truncation)
     counting = _Counting(e0.peer)
 
     def party(eng: Engine, i: int) -> None:
@@ -117,10 +122,15 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--comparison", choices=["tree", "fan_in"], default="tree")
+    parser.add_argument("--truncation", choices=["masked", "local"], default="masked")
     parser.add_argument("--ops", action="store_true", help="also count party 0's torch operations")
     args = parser.parse_args()
     for mode in MODES:
-        counting = one_step(mode, args.hidden, args.batch, args.comparison, args.ops)
+        if mode == "all32" and args.truncation == "local":
+            continue  # no Z_2^64 truncation to make local
+        counting = one_step(
+            mode, args.hidden, args.batch, args.comparison, args.ops, args.truncation
+        )
         total = sum(counting.bytes.values())
         line = f"{mode}: {total:,} bytes, {sum(counting.rounds.values())} rounds"
         if args.ops:
