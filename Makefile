@@ -2,7 +2,9 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+# the install also compiles param_server's table (setup.py), so its sources are in the stamp
+BUILD_FILES := pyproject.toml setup.py worker/tessera_ml/algorithms/param_server/native_table.c
+STAMP := $(VENV)/.installed-$(shell cat $(BUILD_FILES) | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
 # where pip looks for torch: empty for pip's own index; a machine whose index serves the CUDA
 # build can ask for the CPU one with TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
@@ -18,7 +20,7 @@ test: install frontend lint typecheck frontend-test pytest
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): $(BUILD_FILES)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# torch first and pinned, so the project's install keeps the build chosen here: the CPU one

@@ -11,7 +11,8 @@ class BlockRows:
     Row ``i`` lives in block ``i >> shift`` at offset ``i & (block_rows - 1)``. Blocks are
     allocated only when a row beyond the current ones is needed, so memory follows the number of
     rows actually created, never a preset id range, and existing rows are never moved.
-    ``width=None`` stores one scalar per row.
+    ``width=None`` stores one scalar per row. ``zeroed=False`` leaves new blocks unwritten,
+    for owners that write every row they create.
     """
 
     def __init__(
@@ -21,6 +22,7 @@ class BlockRows:
         block_rows: int,
         dtype: torch.dtype,
         device: torch.device | None = None,
+        zeroed: bool = True,
     ) -> None:
         if block_rows <= 0 or block_rows & (block_rows - 1):
             raise ValueError(f"block_rows must be a power of two, got {block_rows}")
@@ -29,6 +31,7 @@ class BlockRows:
         self.shift = block_rows.bit_length() - 1
         self.dtype = dtype
         self.device = device or torch.device("cpu")
+        self.zeroed = zeroed
         self.blocks: list[torch.Tensor] = []
 
     @property
@@ -46,7 +49,12 @@ class BlockRows:
         """Allocate blocks until ``num_rows`` rows fit."""
         while self.capacity < num_rows:
             shape = (self.block_rows, *self._row_shape())
-            self.blocks.append(torch.zeros(shape, dtype=self.dtype, device=self.device))
+            make = torch.zeros if self.zeroed else torch.empty
+            self.blocks.append(make(shape, dtype=self.dtype, device=self.device))
+
+    def trim(self, num_rows: int) -> None:
+        """Release the blocks past those that ``num_rows`` rows need."""
+        del self.blocks[-(-num_rows // self.block_rows) :]
 
     def _by_block(self, rows: torch.Tensor) -> list[tuple[int, torch.Tensor]]:
         """Positions into ``rows`` grouped by block, as (block, positions) pairs."""

@@ -15,7 +15,8 @@ import torch
 
 from tessera_ml.algorithms.param_server.optim import make_optimizer
 from tessera_ml.algorithms.param_server.spec import ParamServerConfig
-from tessera_ml.algorithms.param_server.table import DynamicTable, TableExport
+from tessera_ml.algorithms.param_server.table import TableExport
+from tessera_ml.algorithms.param_server.tables import make_table
 from tessera_ml.algorithms.param_server.wire import UNIQUE, Header, Kind, recv_header
 from tessera_ml.context import RankContext
 
@@ -52,14 +53,20 @@ class ShardServer:
         self.workers = workers
         self.optimizer = make_optimizer(config.sparse_optimizer, config.sparse_lr)
         self.meta = _META if config.eviction != "none" else 0
-        self.table = DynamicTable(
+        self.device = ctx.device
+        self.table, chosen = make_table(
             dim=config.dim,
             slots=self.optimizer.slots(config.dim) + self.meta,
             seed=config.seed,
             init_scale=config.init_scale,
             block_rows=config.block_rows,
+            device=ctx.device,
+            prefer=config.table,
         )
-        self.candidates = DynamicTable(dim=1, slots=0, seed=0, init_scale=0.0)
+        ctx.reporter.log(chosen)
+        self.candidates, _ = make_table(
+            dim=1, slots=0, seed=0, init_scale=0.0, device=ctx.device, prefer=config.table
+        )
         self.cond = threading.Condition()
         self.clock = _Clock(workers)
         self.clock.reset(0)
@@ -103,25 +110,19 @@ class ShardServer:
             rows = self.table.find(ids)
             missing = (rows < 0).nonzero().squeeze(1)
             seen = self.candidates.find_or_insert(ids[missing])
-            counts = self.candidates.read(seen)
-            counts[:, 0] += 1
-            self.candidates.write(seen, counts)
-            admitted = missing[counts[:, 0] >= self.config.admission_count]
+            counts = self.candidates.count(seen)
+            admitted = missing[counts >= self.config.admission_count]
             rows[admitted] = self.table.find_or_insert(ids[admitted])
         self.created[step] = self.created.get(step, 0) + self.table.num_rows - before
         if self.meta:
-            live = rows[rows >= 0]
-            values = self.table.read(live)
-            values[:, -2] = float(step)
-            values[:, -1] += 1
-            self.table.write(live, values)
+            self.table.touch(rows[rows >= 0], step)
         return rows
 
     def _push(self, worker: int, step: int, grads: torch.Tensor) -> None:
         with self.cond:
             pull = self.pulls.pop((worker, step))
             if pull.inverse is not None:
-                summed = torch.zeros((pull.ids.numel(), grads.shape[1]), dtype=grads.dtype)
+                summed = grads.new_zeros((pull.ids.numel(), grads.shape[1]))
                 grads = summed.index_add_(0, pull.inverse, grads)
             grads = grads / len(self.workers)
             rows = pull.rows
@@ -146,7 +147,7 @@ class ShardServer:
         rows = torch.cat([parts[w][0] for w in self.workers])
         grads = torch.cat([parts[w][1] for w in self.workers])
         unique, inverse = torch.unique(rows, return_inverse=True)
-        summed = torch.zeros((unique.numel(), grads.shape[1]), dtype=grads.dtype)
+        summed = grads.new_zeros((unique.numel(), grads.shape[1]))
         self._apply(unique, summed.index_add_(0, inverse, grads))
         self._step_done(step)
         self.clock.applied = step + 1
@@ -226,14 +227,15 @@ class ShardServer:
                     grads = torch.empty((header.count, dim), dtype=torch.float32)
                     if header.count:
                         comm.recv(grads, worker)
-                    self._push(worker, header.step, grads)
+                    self._push(worker, header.step, grads.to(self.device))
                     continue
                 ids = torch.empty(header.count, dtype=torch.int64)
                 if header.count:
                     comm.recv(ids, worker)
-                    comm.send(self._pull(worker, header, ids), worker)
+                    rows = self._pull(worker, header, ids.to(self.device))
+                    comm.send(rows.cpu(), worker)
                 elif header.kind == Kind.PULL:
-                    self._pull(worker, header, ids)
+                    self._pull(worker, header, ids.to(self.device))
         except BaseException as exc:
             with self.cond:
                 self.errors.append(exc)

@@ -105,6 +105,11 @@ class ParamServerConfig(AlgorithmConfig):
     block_rows: int = Field(
         default=16384, ge=64, le=1 << 24, description="Rows per storage block (a power of two)"
     )
+    table: Literal["auto", "torch"] = Field(
+        default="auto",
+        description="auto: the compiled hash table on CPU where it is built, torch operations "
+        "otherwise and on a GPU; torch: torch operations always",
+    )
     data: ClickLogConfig = Field(
         default_factory=ClickLogConfig,
         description="The generated click log read by workers whose assignment names no dataset",

@@ -31,7 +31,9 @@ class TableExport:
 
 
 class DynamicTable:
-    """Embedding rows of width ``dim + slots`` (parameters, then optimizer state) keyed by id.
+    """The table on torch operations alone (any device).
+
+    Embedding rows of width ``dim + slots`` (parameters, then optimizer state) keyed by id.
 
     A new id gets ``init_rows(id, dim, seed, init_scale)`` and zero state, so its first value
     does not depend on when or where it was created.
@@ -55,6 +57,7 @@ class DynamicTable:
         self.seed = seed
         self.init_scale = init_scale
         self.device = device or torch.device("cpu")
+        self.backend = f"torch ({self.device.type})"
         self.rows = BlockRows(
             dim + slots, block_rows=block_rows, dtype=torch.float32, device=device
         )
@@ -128,7 +131,8 @@ class DynamicTable:
             return False
         self.index = torch.full((capacity,), _EMPTY, dtype=torch.int32, device=self.device)
         if self.num_rows:
-            self._place(self.ids.head(self.num_rows), torch.arange(self.num_rows))
+            rows = torch.arange(self.num_rows, device=self.device)
+            self._place(self.ids.head(self.num_rows), rows)
         return True
 
     def _append(self, keys: torch.Tensor) -> torch.Tensor:
@@ -223,6 +227,21 @@ class DynamicTable:
 
     def write(self, rows: torch.Tensor, values: torch.Tensor) -> None:
         self.rows.scatter(rows, values)
+
+    def touch(self, rows: torch.Tensor, step: int) -> None:
+        """Eviction bookkeeping of the given (unique) rows: last column pair becomes (step,
+        uses + 1)."""
+        values = self.read(rows)
+        values[:, -2] = float(step)
+        values[:, -1] += 1
+        self.write(rows, values)
+
+    def count(self, rows: torch.Tensor) -> torch.Tensor:
+        """Add one to column 0 of the given (unique) rows; returns the new values."""
+        values = self.read(rows)
+        values[:, 0] += 1
+        self.write(rows, values)
+        return values[:, 0]
 
     def export(self) -> TableExport:
         """The ids and rows actually held, as tensors of exactly that size."""

@@ -7,7 +7,11 @@
 - *optimizers*: sparse Adagrad and Adam against torch's dense optimizers;
 - *training*: two servers and two workers on the generated Zipf click log (``generated:clicks``),
   with deduplication and without it (same batches), and the test AUC against the AUC of the
-  generating model on the same test rows.
+  generating model on the same test rows; then the same model, data and optimizers without
+  dynamic tables (``static_hash``: a hashed ``nn.EmbeddingBag`` replicated on the two workers,
+  as large as the dynamic tables grew), its step time and test AUC beside the job's.
+
+``--set parts=training`` (any of ``optimizers,lookup,training``) runs only the parts named.
 """
 
 from __future__ import annotations
@@ -19,7 +23,13 @@ import torch
 
 from tessera_ml.algorithms.param_server.reference import compare_with_dense
 from tessera_ml.bench.api import BenchArgs, BenchReport
-from tessera_ml.bench.param_server.lookup_bench import run_lookup_bench
+from tessera_ml.bench.param_server.lookup_bench import LookupResult, run_lookup_bench
+from tessera_ml.bench.param_server.static_hash import (
+    StaticHashRun,
+    equal_memory_rows,
+    run_static_hash,
+)
+from tessera_ml.bench.param_server.table_e2e import samples_per_s_by_table
 from tessera_ml.worlds import RankOutcome, run_algorithm
 
 SETTABLE = (
@@ -33,7 +43,10 @@ SETTABLE = (
     "plain_steps",
     "sparse_optimizer",
     "mode",
+    "parts",
 )
+PARTS = ("optimizers", "lookup", "training")
+TEXT_OPTIONS = ("sparse_optimizer", "mode", "parts")
 FULL = {
     "steps": 2000,
     "batch_size": 1024,
@@ -59,40 +72,90 @@ DIM = 16
 
 def _params(args: BenchArgs) -> dict[str, Any]:
     params: dict[str, Any] = dict(QUICK if args.quick else FULL)
-    params |= {"sparse_optimizer": "adagrad", "mode": "sync"}
+    params |= {"sparse_optimizer": "adagrad", "mode": "sync", "parts": ",".join(PARTS)}
     for key, raw in args.extra.items():
         if key not in SETTABLE:
             raise ValueError(f"unknown option {key!r}; settable: {', '.join(SETTABLE)}")
-        params[key] = raw if key in ("sparse_optimizer", "mode") else int(raw)
+        params[key] = raw if key in TEXT_OPTIONS else int(raw)
+    unknown = set(params["parts"].split(",")) - set(PARTS)
+    if unknown:
+        raise ValueError(f"unknown parts {sorted(unknown)}; parts: {', '.join(PARTS)}")
     return params
 
 
-def lookup(params: dict[str, Any]) -> dict[str, Any]:
-    """Both sides on one intra-op thread, as a server rank runs (and steadier on a busy host)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        result = run_lookup_bench(
-            rows=params["lookup_rows"], batch=params["lookup_batch"], dim=DIM, slots=DIM
-        )
-    finally:
-        torch.set_num_threads(threads)
+def _lookup_keys(result: LookupResult, prefix: str) -> dict[str, Any]:
+    served, clocks = result.ids_served, result.clocks
+    table, strong = clocks["table"], clocks["strong"]
     per_row = result.resident_bytes / result.rows
-    return {
+    factorize = result.factorize_ids / result.factorize.cpu
+    out: dict[str, Any] = {
+        "lookup_table": result.table,
         "lookup_table_rows": result.rows,
-        "lookup_insert_rows_per_s": result.ids_served / result.table_seconds,
-        "dict_baseline_rows_per_s": result.ids_served / result.dict_seconds,
-        "lookup_speedup": result.dict_seconds / result.table_seconds,
-        "lookup_insert_rows_per_cpu_s": result.ids_served / result.table_cpu_seconds,
-        "dict_baseline_rows_per_cpu_s": result.ids_served / result.dict_cpu_seconds,
-        "strong_dict_ids_per_s": result.ids_served / result.strong_seconds,
-        "strong_dict_ids_per_cpu_s": result.ids_served / result.strong_cpu_seconds,
-        "lookup_speedup_vs_strong_dict": result.strong_seconds / result.table_seconds,
-        "lookup_cpu_speedup_vs_strong_dict": result.strong_cpu_seconds / result.table_cpu_seconds,
+        "lookup_ids_served": served,
+        "lookup_insert_ids_per_s": served / table.wall,
+        "lookup_insert_ids_per_cpu_s": served / table.cpu,
+        "strong_dict_ids_per_s": served / strong.wall,
+        "strong_dict_ids_per_cpu_s": served / strong.cpu,
+        "lookup_speedup_vs_strong_dict": strong.wall / table.wall,
+        "lookup_cpu_speedup_vs_strong_dict": strong.cpu / table.cpu,
+        "native_factorize": "pyarrow dictionary_encode",
+        "native_factorize_ids_per_cpu_s": factorize,
+        "lookup_cpu_vs_native_factorize": served / table.cpu / factorize,
         "resident_bytes_per_row": per_row,
         "row_payload_bytes": result.row_payload_bytes,
         "resident_overhead_bytes_per_row": per_row - result.row_payload_bytes,
     }
+    if "table_threads" in clocks:
+        threaded = clocks["table_threads"]
+        out |= {
+            "lookup_threads": result.threads,
+            "lookup_insert_ids_per_s_threads": served / threaded.wall,
+            "lookup_thread_speedup": table.wall / threaded.wall,
+            "lookup_insert_ids_per_process_cpu_s_threads": served / threaded.process_cpu,
+        }
+    if "fallback" in clocks:
+        fallback = clocks["fallback"]
+        out |= {
+            "fallback_lookup_insert_ids_per_s": served / fallback.wall,
+            "fallback_lookup_insert_ids_per_cpu_s": served / fallback.cpu,
+            "lookup_cpu_speedup_vs_fallback": fallback.cpu / table.cpu,
+        }
+    if clocks["dict"].cpu > 0:
+        weak = clocks["dict"]
+        out |= {
+            "dict_baseline_ids_per_s": served / weak.wall,
+            "dict_baseline_ids_per_cpu_s": served / weak.cpu,
+            "lookup_speedup": weak.wall / table.wall,
+        }
+    return {f"{prefix}{key}": value for key, value in out.items()}
+
+
+def lookup(params: dict[str, Any]) -> dict[str, Any]:
+    """The table at ``lookup_rows`` rows and at ten times that (without the weak dict and the
+    torch table there). One intra-op thread, as a server rank runs; the compiled table once
+    more with two threads of its own."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    out: dict[str, Any] = {}
+    try:
+        for prefix, rows, small in (
+            ("", params["lookup_rows"], True),
+            ("large_", 10 * params["lookup_rows"], False),
+        ):
+            result = run_lookup_bench(
+                rows=rows,
+                batch=params["lookup_batch"],
+                dim=DIM,
+                slots=DIM,
+                weak_dict=small,
+                fallback=small,
+            )
+            out |= _lookup_keys(result, prefix)
+            del result
+    finally:
+        torch.set_num_threads(threads)
+    e2e = {**params, "dim": DIM}
+    return out | samples_per_s_by_table(e2e, steps=max(1, params["steps"] // 4))
 
 
 def optimizers(quick: bool) -> dict[str, Any]:
@@ -110,17 +173,18 @@ def optimizers(quick: bool) -> dict[str, Any]:
     return out
 
 
-def _job(params: dict[str, Any], *, steps: int, dedup: bool, root: str) -> list[RankOutcome]:
-    dataset = (
+WORKER_PARTIES = ("clicks-a", "clicks-b")
+
+
+def _dataset(params: dict[str, Any]) -> str:
+    return (
         f"generated:clicks?rows={params['rows']}&fields={params['fields']}"
         f"&ids={params['ids']}&zipf=1.1&test=0.05"
     )
-    assignments: list[dict[str, Any]] = [
-        {"party": "servers", "role": "server", "processes": 2},
-        {"party": "clicks-a", "role": "worker", "dataset": dataset},
-        {"party": "clicks-b", "role": "worker", "dataset": dataset},
-    ]
-    config = {
+
+
+def _config(params: dict[str, Any], *, steps: int, dedup: bool) -> dict[str, Any]:
+    return {
         "steps": steps,
         "batch_size": params["batch_size"],
         "dim": DIM,
@@ -128,6 +192,14 @@ def _job(params: dict[str, Any], *, steps: int, dedup: bool, root: str) -> list[
         "mode": params["mode"],
         "dedup": dedup,
     }
+
+
+def _job(params: dict[str, Any], *, steps: int, dedup: bool, root: str) -> list[RankOutcome]:
+    assignments: list[dict[str, Any]] = [
+        {"party": "servers", "role": "server", "processes": 2},
+        *({"party": p, "role": "worker", "dataset": _dataset(params)} for p in WORKER_PARTIES),
+    ]
+    config = _config(params, steps=steps, dedup=dedup)
     return run_algorithm("param_server", assignments, config, checkpoint_dir=root, timeout_s=3600)
 
 
@@ -141,19 +213,41 @@ def _bytes_after(outcomes: list[RankOutcome], steps: int) -> int:
     return total
 
 
+def static_hash(params: dict[str, Any], table_bytes: int) -> dict[str, Any]:
+    """The same job without dynamic tables (``static_hash``): a hashed table replicated on the
+    same two worker processes, each copy as large as the dynamic tables at the end of their run
+    (parameters and optimizer state, against every byte the servers' tables hold)."""
+    rows = equal_memory_rows(table_bytes, DIM, params["sparse_optimizer"])
+    config = _config(params, steps=params["steps"], dedup=True)
+    workers = run_static_hash(StaticHashRun(_dataset(params), rows, config), WORKER_PARTIES)
+    return {
+        "static_hash_rows": rows,
+        "static_hash_table_bytes": workers[0]["table_bytes"],
+        "static_hash_step_time_s": max(w["step_time_s"] for w in workers),
+        "static_hash_test_auc": workers[0]["auc"],
+        "static_hash_final_loss": workers[0]["loss"],
+    }
+
+
 def training(params: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as root:
         deduped = _job(params, steps=params["steps"], dedup=True, root=f"{root}/dedup")
         plain = _job(params, steps=params["plain_steps"], dedup=False, root=f"{root}/plain")
     servers = [o.result for o in deduped if o.role == "server"]
-    lead = next(o.result for o in deduped if o.role == "worker")
+    workers = [o.result for o in deduped if o.role == "worker"]
+    lead = workers[0]
     compared = params["plain_steps"]
     with_dedup = _bytes_after(deduped, compared) / compared
     without = _bytes_after(plain, compared) / compared
-    return {
+    samples_per_step = params["batch_size"] * len(workers)
+    # the training loop's wall time per step, slowest worker (as for the baseline)
+    step_time = max(samples_per_step / w["samples_per_s"] for w in workers)
+    resident = sum(s["resident_bytes"] for s in servers)
+    out = {
         "test_auc": lead["auc"],
         "ground_truth_auc": lead["ground_truth_auc"],
         "auc_gap": lead["ground_truth_auc"] - lead["auc"],
+        "step_time_s": step_time,
         "bytes_per_step": with_dedup,
         "bytes_per_step_without_dedup": without,
         "dedup_bytes_ratio": with_dedup / without,
@@ -161,9 +255,14 @@ def training(params: dict[str, Any]) -> dict[str, Any]:
         "exported_rows": sum(s["exported_rows"] for s in servers),
         "live_rows_per_server": [s["live_rows"] for s in servers],
         "exported_rows_per_server": [s["exported_rows"] for s in servers],
-        "samples_per_s": sum(o.result["samples_per_s"] for o in deduped if o.role == "worker") / 2,
+        "table_resident_bytes": resident,
+        "samples_per_s": sum(w["samples_per_s"] for w in workers) / len(workers),
         "final_loss": lead["loss"],
     }
+    out |= static_hash(params, resident)
+    out["step_time_ratio_vs_static_hash"] = step_time / out["static_hash_step_time_s"]
+    out["test_auc_minus_static_hash"] = out["test_auc"] - out["static_hash_test_auc"]
+    return out
 
 
 def bench(args: BenchArgs) -> BenchReport:
@@ -171,7 +270,11 @@ def bench(args: BenchArgs) -> BenchReport:
         raise ValueError("param_server has no --netns benchmark yet: bytes are counted per rank")
     params = _params(args)
     results: dict[str, Any] = {}
-    results |= optimizers(args.quick)
-    results |= lookup(params)
-    results |= training(params)
+    parts = params["parts"].split(",")
+    if "optimizers" in parts:
+        results |= optimizers(args.quick)
+    if "lookup" in parts:
+        results |= lookup(params)
+    if "training" in parts:
+        results |= training(params)
     return BenchReport(params={**params, "dim": DIM, "workers": 2, "servers": 2}, results=results)

@@ -1,0 +1,525 @@
+/* The compiled core of the dynamic embedding table.
+ *
+ * Stateless functions over memory the Python side owns (torch tensors, passed as addresses):
+ *
+ * - the hash index: `cap` entries of three int32 words, an int64 id then its row (-1: empty),
+ *   open addressing with linear probing, home slot = a 64-bit mix of the id scaled to `cap`;
+ * - the rows: blocks of `1 << shift` rows of `width` float32, one address per block.
+ *
+ * Ids handed to `insert` are unique and absent, so concurrent inserters only race for empty
+ * slots (compare-and-swap on the row word) and never compare ids. Batches above a size are
+ * split over `threads` threads; every function releases the GIL.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <string.h>
+
+#define INDEX_SALT 0x1DEULL
+#define PREFETCH_AHEAD 12
+#define MIN_PER_THREAD 16384
+#define MAX_THREADS 64
+#define LOW24 0xFFFFFFULL
+
+static inline uint64_t mix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ULL;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+    return x ^ (x >> 31);
+}
+
+static inline uint64_t home_slot(int64_t key, uint64_t cap)
+{
+    uint64_t h = mix64((uint64_t)key ^ INDEX_SALT);
+    return (uint64_t)(((unsigned __int128)h * cap) >> 64);
+}
+
+static inline int64_t entry_key(const int32_t *index, uint64_t slot)
+{
+    int64_t key;
+    memcpy(&key, index + 3 * slot, sizeof key);
+    return key;
+}
+
+static inline float *row_at(float *const *blocks, int shift, int64_t width, int64_t row)
+{
+    return blocks[row >> shift] + (row & ((1LL << shift) - 1)) * width;
+}
+
+/* ---- a parallel for over [0, n) ------------------------------------------------------ */
+
+typedef void (*range_fn)(void *ctx, Py_ssize_t lo, Py_ssize_t hi);
+
+typedef struct {
+    range_fn fn;
+    void *ctx;
+    Py_ssize_t lo, hi;
+} chunk_t;
+
+static void *run_chunk(void *arg)
+{
+    chunk_t *c = (chunk_t *)arg;
+    c->fn(c->ctx, c->lo, c->hi);
+    return NULL;
+}
+
+static void parallel_for(int threads, Py_ssize_t n, range_fn fn, void *ctx)
+{
+    Py_ssize_t most = n / MIN_PER_THREAD;
+    int t = threads < 1 ? 1 : (threads > MAX_THREADS ? MAX_THREADS : threads);
+    if (most < t)
+        t = most < 1 ? 1 : (int)most;
+    if (t == 1) {
+        fn(ctx, 0, n);
+        return;
+    }
+    chunk_t chunks[MAX_THREADS];
+    pthread_t ids[MAX_THREADS];
+    int started[MAX_THREADS];
+    for (int i = 0; i < t; i++) {
+        chunks[i] = (chunk_t){fn, ctx, n * i / t, n * (i + 1) / t};
+        started[i] = 0;
+    }
+    for (int i = 1; i < t; i++)
+        started[i] = pthread_create(&ids[i], NULL, run_chunk, &chunks[i]) == 0;
+    run_chunk(&chunks[0]);
+    for (int i = 1; i < t; i++) {
+        if (started[i])
+            pthread_join(ids[i], NULL);
+        else
+            run_chunk(&chunks[i]);
+    }
+}
+
+/* ---- find ------------------------------------------------------------------------------ */
+
+typedef struct {
+    const int32_t *index;
+    uint64_t cap;
+    const int64_t *keys;
+    int64_t *rows;
+} find_ctx;
+
+static void find_range(void *arg, Py_ssize_t lo, Py_ssize_t hi)
+{
+    find_ctx *c = (find_ctx *)arg;
+    const int32_t *index = c->index;
+    uint64_t cap = c->cap;
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        if (i + PREFETCH_AHEAD < hi)
+            __builtin_prefetch(index + 3 * home_slot(c->keys[i + PREFETCH_AHEAD], cap));
+        int64_t key = c->keys[i];
+        uint64_t slot = home_slot(key, cap);
+        int64_t found = -1;
+        for (;;) {
+            int32_t row = index[3 * slot + 2];
+            if (row < 0)
+                break;
+            if (entry_key(index, slot) == key) {
+                found = row;
+                break;
+            }
+            if (++slot == cap)
+                slot = 0;
+        }
+        c->rows[i] = found;
+    }
+}
+
+static PyObject *py_find(PyObject *self, PyObject *args)
+{
+    unsigned long long index, keys, rows;
+    unsigned long long cap;
+    Py_ssize_t n;
+    int threads;
+    if (!PyArg_ParseTuple(args, "KKKKni", &index, &cap, &keys, &rows, &n, &threads))
+        return NULL;
+    find_ctx c = {(const int32_t *)index, cap, (const int64_t *)keys, (int64_t *)rows};
+    Py_ssize_t missing = 0;
+    Py_BEGIN_ALLOW_THREADS;
+    parallel_for(threads, n, find_range, &c);
+    for (Py_ssize_t i = 0; i < n; i++)
+        missing += c.rows[i] < 0;
+    Py_END_ALLOW_THREADS;
+    return PyLong_FromSsize_t(missing);
+}
+
+/* ---- insert ---------------------------------------------------------------------------- */
+
+typedef struct {
+    int32_t *index;
+    uint64_t cap;
+    const int64_t *keys;
+    const int64_t *rows;
+    int64_t first_row;
+} place_ctx;
+
+static inline void place(int32_t *index, uint64_t cap, int64_t key, int32_t row)
+{
+    uint64_t slot = home_slot(key, cap);
+    for (;;) {
+        int32_t *word = index + 3 * slot + 2;
+        int32_t expected = -1;
+        if (*word < 0 &&
+            __atomic_compare_exchange_n(word, &expected, row, 0, __ATOMIC_RELAXED,
+                                        __ATOMIC_RELAXED)) {
+            memcpy(index + 3 * slot, &key, sizeof key);
+            return;
+        }
+        if (++slot == cap)
+            slot = 0;
+    }
+}
+
+static void place_range(void *arg, Py_ssize_t lo, Py_ssize_t hi)
+{
+    place_ctx *c = (place_ctx *)arg;
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        if (i + PREFETCH_AHEAD < hi)
+            __builtin_prefetch(c->index + 3 * home_slot(c->keys[i + PREFETCH_AHEAD], c->cap), 1);
+        if (c->rows[i] >= c->first_row)
+            place(c->index, c->cap, c->keys[i], (int32_t)c->rows[i]);
+    }
+}
+
+/* rows[i] < 0 marks an absent id: it gets row first_row + (its rank among the absent), in
+ * batch order, and enters the index. Returns how many rows were created. */
+static PyObject *py_insert(PyObject *self, PyObject *args)
+{
+    unsigned long long index, cap, keys, rows;
+    Py_ssize_t n;
+    long long first_row;
+    int threads;
+    if (!PyArg_ParseTuple(args, "KKKKnLi", &index, &cap, &keys, &rows, &n, &first_row, &threads))
+        return NULL;
+    int64_t *r = (int64_t *)rows;
+    int64_t next = first_row;
+    Py_BEGIN_ALLOW_THREADS;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (r[i] < 0)
+            r[i] = next++;
+    place_ctx c = {(int32_t *)index, cap, (const int64_t *)keys, r, first_row};
+    parallel_for(threads, n, place_range, &c);
+    Py_END_ALLOW_THREADS;
+    return PyLong_FromLongLong(next - first_row);
+}
+
+/* ---- rehash and export ----------------------------------------------------------------- */
+
+typedef struct {
+    const int32_t *old;
+    int32_t *index;
+    uint64_t cap;
+    int64_t *ids;
+} scan_ctx;
+
+static void rehash_range(void *arg, Py_ssize_t lo, Py_ssize_t hi)
+{
+    scan_ctx *c = (scan_ctx *)arg;
+    for (Py_ssize_t s = lo; s < hi; s++) {
+        int32_t row = c->old[3 * s + 2];
+        if (row >= 0)
+            place(c->index, c->cap, entry_key(c->old, (uint64_t)s), row);
+    }
+}
+
+static PyObject *py_rehash(PyObject *self, PyObject *args)
+{
+    unsigned long long old, old_cap, index, cap;
+    int threads;
+    if (!PyArg_ParseTuple(args, "KKKKi", &old, &old_cap, &index, &cap, &threads))
+        return NULL;
+    scan_ctx c = {(const int32_t *)old, (int32_t *)index, cap, NULL};
+    Py_BEGIN_ALLOW_THREADS;
+    parallel_for(threads, (Py_ssize_t)old_cap, rehash_range, &c);
+    Py_END_ALLOW_THREADS;
+    Py_RETURN_NONE;
+}
+
+static void ids_range(void *arg, Py_ssize_t lo, Py_ssize_t hi)
+{
+    scan_ctx *c = (scan_ctx *)arg;
+    for (Py_ssize_t s = lo; s < hi; s++) {
+        int32_t row = c->old[3 * s + 2];
+        if (row >= 0)
+            c->ids[row] = entry_key(c->old, (uint64_t)s);
+    }
+}
+
+/* ids[row] = the id of every row in the index */
+static PyObject *py_ids(PyObject *self, PyObject *args)
+{
+    unsigned long long index, cap, ids;
+    int threads;
+    if (!PyArg_ParseTuple(args, "KKKi", &index, &cap, &ids, &threads))
+        return NULL;
+    scan_ctx c = {(const int32_t *)index, NULL, 0, (int64_t *)ids};
+    Py_BEGIN_ALLOW_THREADS;
+    parallel_for(threads, (Py_ssize_t)cap, ids_range, &c);
+    Py_END_ALLOW_THREADS;
+    Py_RETURN_NONE;
+}
+
+/* ---- rows ------------------------------------------------------------------------------ */
+
+typedef struct {
+    float *const *blocks;
+    int shift;
+    int64_t width;
+    int64_t cols;
+    const int64_t *rows;
+    const int64_t *keys;
+    float *values;
+    int64_t first_row;
+    uint64_t seed_hash;
+    float step;
+    float offset;
+    int64_t column;
+    int64_t dim;
+    float value;
+} rows_ctx;
+
+/* init_rows of hashing.py, bit for bit: column j of id k is the top 24 bits of
+ * mix64(k ^ mix64(seed)) * (mix64(j) | 1), times step, minus offset. */
+#define MAX_INIT_COLUMNS 4096
+
+static void column_multipliers(uint64_t *out, int64_t dim)
+{
+    for (int64_t j = 0; j < dim; j++)
+        out[j] = mix64((uint64_t)j) | 1;
+}
+
+static inline void init_row(float *out, int64_t key, int64_t dim, const uint64_t *multipliers,
+                            uint64_t seed_hash, float step, float offset)
+{
+    uint64_t base = mix64((uint64_t)key ^ seed_hash);
+    for (int64_t j = 0; j < dim; j++) {
+        uint64_t bits = ((base * multipliers[j]) >> 40) & LOW24;
+        float u = (float)bits * step;
+        out[j] = u - offset;
+    }
+}
+
+static void init_range(void *arg, Py_ssize_t lo, Py_ssize_t hi)
+{
+    rows_ctx *c = (rows_ctx *)arg;
+    uint64_t multipliers[MAX_INIT_COLUMNS];
+    column_multipliers(multipliers, c->dim);
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        int64_t row = c->rows[i];
+        if (row < c->first_row)
+            continue;
+        float *dst = row_at(c->blocks, c->shift, c->width, row);
+        init_row(dst, c->keys[i], c->dim, multipliers, c->seed_hash, c->step, c->offset);
+        memset(dst + c->dim, 0, (size_t)(c->width - c->dim) * sizeof(float));
+    }
+}
+
+/* Rows numbered first_row and above get their initial embedding and zero state. */
+static PyObject *py_init(PyObject *self, PyObject *args)
+{
+    unsigned long long blocks, rows, keys, seed_hash;
+    int shift, threads;
+    long long width, dim, first_row;
+    Py_ssize_t n;
+    float step, offset;
+    if (!PyArg_ParseTuple(args, "KiLLKKnLKffi", &blocks, &shift, &width, &dim, &rows, &keys, &n,
+                          &first_row, &seed_hash, &step, &offset, &threads))
+        return NULL;
+    rows_ctx c = {0};
+    c.blocks = (float *const *)blocks;
+    c.shift = shift;
+    c.width = width;
+    c.dim = dim;
+    c.rows = (const int64_t *)rows;
+    c.keys = (const int64_t *)keys;
+    c.first_row = first_row;
+    c.seed_hash = seed_hash;
+    c.step = step;
+    c.offset = offset;
+    Py_BEGIN_ALLOW_THREADS;
+    parallel_for(threads, n, init_range, &c);
+    Py_END_ALLOW_THREADS;
+    Py_RETURN_NONE;
+}
+
+/* One pass over the batch on the calling thread: each id is found or, when absent, takes the
+ * next row (batch order), enters the index and gets its initial values, until the table
+ * would exceed max_rows. Returns (ids processed, rows created). */
+static PyObject *py_find_insert(PyObject *self, PyObject *args)
+{
+    unsigned long long index_addr, cap, keys_addr, rows_addr, blocks_addr, seed_hash;
+    Py_ssize_t n;
+    long long first_row, max_rows, width, dim;
+    int shift;
+    float step, offset;
+    if (!PyArg_ParseTuple(args, "KKKKnLLKiLLKff", &index_addr, &cap, &keys_addr, &rows_addr, &n,
+                          &first_row, &max_rows, &blocks_addr, &shift, &width, &dim, &seed_hash,
+                          &step, &offset))
+        return NULL;
+    int32_t *index = (int32_t *)index_addr;
+    const int64_t *keys = (const int64_t *)keys_addr;
+    int64_t *rows = (int64_t *)rows_addr;
+    float *const *blocks = (float *const *)blocks_addr;
+    int64_t next = first_row;
+    Py_ssize_t i = 0;
+    Py_BEGIN_ALLOW_THREADS;
+    uint64_t multipliers[MAX_INIT_COLUMNS];
+    column_multipliers(multipliers, dim);
+    for (; i < n; i++) {
+        if (i + PREFETCH_AHEAD < n)
+            __builtin_prefetch(index + 3 * home_slot(keys[i + PREFETCH_AHEAD], cap), 1);
+        int64_t key = keys[i];
+        uint64_t slot = home_slot(key, cap);
+        int32_t row;
+        while ((row = index[3 * slot + 2]) >= 0 && entry_key(index, slot) != key)
+            if (++slot == cap)
+                slot = 0;
+        if (row >= 0) {
+            rows[i] = row;
+            continue;
+        }
+        if (next >= max_rows)
+            break;
+        memcpy(index + 3 * slot, &key, sizeof key);
+        index[3 * slot + 2] = (int32_t)next;
+        float *dst = row_at(blocks, shift, width, next);
+        init_row(dst, key, dim, multipliers, seed_hash, step, offset);
+        memset(dst + dim, 0, (size_t)(width - dim) * sizeof(float));
+        rows[i] = next++;
+    }
+    Py_END_ALLOW_THREADS;
+    return Py_BuildValue("nL", i, (long long)(next - first_row));
+}
+
+static void gather_range(void *arg, Py_ssize_t lo, Py_ssize_t hi)
+{
+    rows_ctx *c = (rows_ctx *)arg;
+    size_t bytes = (size_t)c->cols * sizeof(float);
+    uint64_t multipliers[MAX_INIT_COLUMNS];
+    column_multipliers(multipliers, c->cols < MAX_INIT_COLUMNS ? c->cols : MAX_INIT_COLUMNS);
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        if (i + PREFETCH_AHEAD < hi && c->rows[i + PREFETCH_AHEAD] >= 0)
+            __builtin_prefetch(row_at(c->blocks, c->shift, c->width, c->rows[i + PREFETCH_AHEAD]));
+        int64_t row = c->rows[i];
+        float *dst = c->values + i * c->cols;
+        if (row >= 0)
+            memcpy(dst, row_at(c->blocks, c->shift, c->width, row), bytes);
+        else
+            init_row(dst, c->keys[i], c->cols, multipliers, c->seed_hash, c->step, c->offset);
+    }
+}
+
+/* values[i] = the first `cols` columns of row rows[i]; row -1: the initial value of keys[i]. */
+static PyObject *py_gather(PyObject *self, PyObject *args)
+{
+    unsigned long long blocks, rows, keys, values, seed_hash;
+    int shift, threads;
+    long long width, cols;
+    Py_ssize_t n;
+    float step, offset;
+    if (!PyArg_ParseTuple(args, "KiLLKKnKKffi", &blocks, &shift, &width, &cols, &rows, &keys, &n,
+                          &values, &seed_hash, &step, &offset, &threads))
+        return NULL;
+    rows_ctx c = {0};
+    c.blocks = (float *const *)blocks;
+    c.shift = shift;
+    c.width = width;
+    c.cols = cols;
+    c.rows = (const int64_t *)rows;
+    c.keys = (const int64_t *)keys;
+    c.values = (float *)values;
+    c.seed_hash = seed_hash;
+    c.step = step;
+    c.offset = offset;
+    Py_BEGIN_ALLOW_THREADS;
+    parallel_for(threads, n, gather_range, &c);
+    Py_END_ALLOW_THREADS;
+    Py_RETURN_NONE;
+}
+
+static void scatter_range(void *arg, Py_ssize_t lo, Py_ssize_t hi)
+{
+    rows_ctx *c = (rows_ctx *)arg;
+    size_t bytes = (size_t)c->width * sizeof(float);
+    for (Py_ssize_t i = lo; i < hi; i++)
+        memcpy(row_at(c->blocks, c->shift, c->width, c->rows[i]), c->values + i * c->width,
+               bytes);
+}
+
+static void touch_range(void *arg, Py_ssize_t lo, Py_ssize_t hi)
+{
+    rows_ctx *c = (rows_ctx *)arg;
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        float *row = row_at(c->blocks, c->shift, c->width, c->rows[i]);
+        row[c->width - 2] = c->value;
+        row[c->width - 1] += 1.0f;
+    }
+}
+
+static void bump_range(void *arg, Py_ssize_t lo, Py_ssize_t hi)
+{
+    rows_ctx *c = (rows_ctx *)arg;
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        float *cell = row_at(c->blocks, c->shift, c->width, c->rows[i]) + c->column;
+        *cell += 1.0f;
+        c->values[i] = *cell;
+    }
+}
+
+/* kind 0: rows[i] = values[i] (full width); kind 1: the last two columns become (value,
+ * count + 1); kind 2: column `column` grows by one and values[i] receives it. Rows unique. */
+static PyObject *py_update(PyObject *self, PyObject *args)
+{
+    unsigned long long blocks, rows, values;
+    int shift, kind, threads;
+    long long width, column;
+    Py_ssize_t n;
+    float value;
+    if (!PyArg_ParseTuple(args, "iKiLKnKLfi", &kind, &blocks, &shift, &width, &rows, &n, &values,
+                          &column, &value, &threads))
+        return NULL;
+    rows_ctx c = {0};
+    c.blocks = (float *const *)blocks;
+    c.shift = shift;
+    c.width = width;
+    c.rows = (const int64_t *)rows;
+    c.values = (float *)values;
+    c.column = column;
+    c.value = value;
+    range_fn fn = kind == 0 ? scatter_range : (kind == 1 ? touch_range : bump_range);
+    Py_BEGIN_ALLOW_THREADS;
+    parallel_for(threads, n, fn, &c);
+    Py_END_ALLOW_THREADS;
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_mix64(PyObject *self, PyObject *args)
+{
+    unsigned long long x;
+    if (!PyArg_ParseTuple(args, "K", &x))
+        return NULL;
+    return PyLong_FromUnsignedLongLong(mix64(x));
+}
+
+static PyMethodDef methods[] = {
+    {"find", py_find, METH_VARARGS, "rows of ids in the index (-1: absent); returns #absent"},
+    {"find_insert", py_find_insert, METH_VARARGS, "find or create ids in one serial pass"},
+    {"insert", py_insert, METH_VARARGS, "number and index the absent ids; returns #created"},
+    {"rehash", py_rehash, METH_VARARGS, "enter every entry of one index into another"},
+    {"ids", py_ids, METH_VARARGS, "the id of every row"},
+    {"init", py_init, METH_VARARGS, "initial values of newly created rows"},
+    {"gather", py_gather, METH_VARARGS, "copy rows out (initial values for absent ids)"},
+    {"update", py_update, METH_VARARGS, "write rows, mark them used, or count sightings"},
+    {"mix64", py_mix64, METH_VARARGS, "the splitmix64 finaliser"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_native_table", "The compiled core of the dynamic table.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__native_table(void) { return PyModule_Create(&module); }
