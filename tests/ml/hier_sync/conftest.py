@@ -17,7 +17,8 @@ import torch
 
 from tessera_ml.bench.hier_sync.jobs import run_named
 from tessera_ml.comm.base import Communicator
-from tessera_ml.worlds import RankOutcome, WorldJob, run_world
+from tessera_ml.errors import CodedError
+from tessera_ml.worlds import RankOutcome, WorldJob, run_job, run_world
 from tests.ml.hier_sync.test_ring import run_collectives
 from tests.ml.worlds import world_parties
 
@@ -35,6 +36,12 @@ SGD = {**COMMON, "optimizer": "sgd", "lr": 0.05, "momentum": 0.9}
 ADAM = {**COMMON, "optimizer": "adam", "lr": 0.002}
 UNEVEN = {"slicing": "memory", "capacities": [0.7, 0.3]}
 SMALL_BUCKETS = {"bucket_bytes": 4096}
+# MLP 64 -> 48 -> 10: G bytes of parameters; SGD with momentum keeps G bytes of state. Every
+# device holds the parameters and a gradient buffer (2 G); device 1's budget leaves room for
+# 0.3 of the optimizer state, less than its equal share.
+G = (64 * 48 + 48 + 48 * 10 + 10) * 4
+BUDGETS = [2 * G + G, 2 * G + int(0.3 * G)]
+BUDGETED = [{**n, "options": {"memory_bytes": BUDGETS}} for n in NODES]
 
 
 def jobs(root: Path) -> list[WorldJob]:
@@ -47,6 +54,7 @@ def jobs(root: Path) -> list[WorldJob]:
 
     ddp_only = {"checkpoint_interval": STEPS, "eval_interval": 0}
     return [
+        WorldJob("hier_sync", BUDGETED, {**SGD, "slicing": "memory"}, "memory_budget"),
         job("ddp_sgd", "ddp", {**SGD, **ddp_only}),
         job("equal_sgd", "hier_sync", {**SGD, **SMALL_BUCKETS, "checkpoint_interval": 25}),
         job("uneven_sgd", "hier_sync", {**SGD, **UNEVEN, "checkpoint_interval": STEPS}),
@@ -73,9 +81,25 @@ def jobs(root: Path) -> list[WorldJob]:
     ]
 
 
+def refused(comm: Communicator, job: WorldJob) -> tuple[str, str] | None:
+    """The coded error every rank refuses ``job`` with, or None if it ran."""
+    try:
+        run_job(comm, job)
+    except CodedError as exc:
+        return exc.code, exc.reason
+    finally:
+        comm.barrier()
+    return None
+
+
 def _world_main(comm: Communicator, job_list: list[WorldJob]) -> dict[str, Any]:
     torch.set_num_threads(1)
-    return {"ring": run_collectives(comm), "jobs": run_named(comm, job_list)}
+    equal = WorldJob("hier_sync", BUDGETED, {**SGD, "slicing": "equal"}, "memory_equal")
+    return {
+        "ring": run_collectives(comm),
+        "jobs": run_named(comm, job_list),
+        "refused": refused(comm, equal),
+    }
 
 
 @pytest.fixture(scope="session")
@@ -91,4 +115,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         for rank, out in enumerate(per_rank)
         for name, outcome in out["jobs"].items()
     }
-    return {"root": root, "ring": [out["ring"] for out in per_rank], "jobs": outcomes}
+    return {
+        "root": root,
+        "ring": [out["ring"] for out in per_rank],
+        "jobs": outcomes,
+        "refused": [out["refused"] for out in per_rank],
+    }

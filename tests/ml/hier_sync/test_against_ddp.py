@@ -13,7 +13,7 @@ import torch
 
 from tessera_ml.bench.hier_sync.jobs import ddp_params, hier_params
 from tessera_ml.worlds import RankOutcome
-from tests.ml.hier_sync.conftest import STEPS
+from tests.ml.hier_sync.conftest import BUDGETS, STEPS, G
 
 Runs = tuple[Path, dict[str, RankOutcome]]
 
@@ -59,14 +59,34 @@ def test_state_bytes_and_slices_follow_the_capacities(
     runs: Runs,
 ) -> None:
     _, outcomes = runs
-    for hier, ddp in (("uneven_sgd", "ddp_sgd"), ("uneven_adam", "ddp_adam")):
-        ddp_state = outcomes[f"{ddp}@0"].series("state_bytes")[-1][1]
+    for hier, slots in (("uneven_sgd", 1), ("uneven_adam", 2)):
         for rank in range(4):
             result = outcomes[f"{hier}@{rank}"].result
             assert result["capacity_fractions"] == pytest.approx([0.7, 0.3])
             fraction = result["slice_fractions"][rank % 2]
             assert fraction == pytest.approx([0.7, 0.3][rank % 2], abs=0.01)
-            assert result["state_bytes"] == pytest.approx(fraction * ddp_state, rel=0.01)
+            grad_bytes = result["numel"] * 4
+            optimizer = result["optimizer_state_bytes"]
+            assert optimizer == pytest.approx(fraction * slots * grad_bytes, rel=0.01)
+            # the reduced slice lives in the full-size gradient buffer: it saves nothing
+            assert result["state_bytes"] == grad_bytes + optimizer
+
+
+@pytest.mark.slow
+def test_a_device_below_its_equal_share_trains_with_memory_slices_and_is_refused_equal_ones(
+    world: dict[str, Any],
+) -> None:
+    free = [b - 2 * G for b in BUDGETS]
+    for rank in range(4):
+        result = world["jobs"][f"memory_budget@{rank}"].result
+        assert result["slice_fractions"] == pytest.approx([f / sum(free) for f in free], abs=0.01)
+        assert result["optimizer_state_bytes"] <= free[rank % 2]
+        losses = [v for _, v in world["jobs"][f"memory_budget@{rank}"].series("loss")]
+        assert sum(losses[-5:]) < 0.5 * sum(losses[:5])
+        code, reason = world["refused"][rank]
+        assert code == "slice_exceeds_memory"
+        assert f"device 1 of node 0 has {free[1]} bytes free" in reason
+        assert "slicing 'memory'" in reason
 
 
 @pytest.mark.slow

@@ -9,7 +9,9 @@ import pytest
 
 from tessera_ml.algorithms.hier_sync.slicing import (
     DeviceCapacity,
+    SliceTooLarge,
     capacity_fractions,
+    check_fits,
     even_bounds,
     piece_bounds,
 )
@@ -98,3 +100,19 @@ def test_capacity_of_a_device_number_is_its_smallest_across_nodes() -> None:
     assert capacity_fractions("memory_and_compute", reports, 2) == pytest.approx([0.5, 0.5])
     with pytest.raises(ValueError, match="positive"):
         capacity_fractions("memory", [DeviceCapacity(0, 0, 0.0, 1.0)], 1)
+
+
+def test_memory_slices_fit_every_budget_that_equal_slices_overflow() -> None:
+    reports = [
+        DeviceCapacity(node, number, budget, 1.0, budget)
+        for node in (0, 1)
+        for number, budget in enumerate([900.0, 300.0])
+    ]
+    memory = capacity_fractions("memory", reports, 2)
+    check_fits("memory", memory, reports, 1000.0)
+    with pytest.raises(SliceTooLarge) as caught:
+        check_fits("equal", [0.5, 0.5], reports, 1000.0)
+    assert caught.value.code == "slice_exceeds_memory"
+    assert "device 1 of node 0 has 300 bytes free" in caught.value.reason
+    unknown = [DeviceCapacity(r.node, r.number, r.memory, 1.0) for r in reports]
+    check_fits("equal", [0.5, 0.5], unknown, 1000.0)

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from tessera_ml.errors import CodedError
+
 SlicingMode = Literal["equal", "memory", "memory_and_compute"]
 
 
@@ -23,6 +25,39 @@ class DeviceCapacity:
     number: int
     memory: float
     compute: float
+    budget: float | None = None
+    """Bytes free for the slice's optimizer state, where known (CUDA, or option
+    ``memory_bytes`` on CPU); the full parameters and gradient buffer are already placed."""
+
+
+class SliceTooLarge(CodedError):
+    """A device's slice of the optimizer state does not fit in its memory budget."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__("slice_exceeds_memory", reason)
+
+
+def check_fits(
+    mode: SlicingMode,
+    fractions: Sequence[float],
+    reports: Sequence[DeviceCapacity],
+    full_state_bytes: float,
+) -> None:
+    """Refuse slices whose optimizer state (``fraction * full_state_bytes``) exceeds the budget
+    of a device that holds them; every rank reaches the same verdict from the same reports."""
+    for r in sorted(reports, key=lambda r: (r.node, r.number)):
+        need = fractions[r.number] * full_state_bytes
+        if r.budget is not None and need > r.budget:
+            hint = (
+                "; slicing 'memory' sizes slices by each device's free memory"
+                if mode != "memory"
+                else ""
+            )
+            raise SliceTooLarge(
+                f"device {r.number} of node {r.node} has {int(r.budget)} bytes free for "
+                f"optimizer state, but its slice ({fractions[r.number]:.3f} of the model, "
+                f"slicing '{mode}') needs {int(need)}{hint}"
+            )
 
 
 def normalise(values: Sequence[float]) -> list[float]:

@@ -109,6 +109,8 @@ SPEC = HierSyncSpec(
         "bytes_sent.group.intra_node",
         "bytes_sent.group.inter_node",
         "state_bytes",
+        "optimizer_state_bytes",
+        "sharded_phase_s",
         "slice_fraction",
         "progress",
         "eval_loss",

@@ -90,9 +90,9 @@ class HierSync:
         return [s / self.flat.numel for s in sizes]
 
     def state_bytes(self) -> int:
-        """Reduced-gradient slice plus optimizer state held by this device."""
-        grad = self.slice_numel * self.flat.grad.element_size()
-        return grad + optimizer_state_bytes(self.optimizer)
+        """Gradient and optimizer-state memory this device holds: the reduced slice lives in
+        the full-size gradient buffer, so that buffer counts whole."""
+        return held_bytes([self.flat.grad, *optimizer_tensors(self.optimizer)])
 
     # one step ----------------------------------------------------------------------------
 
@@ -212,10 +212,20 @@ class HierSync:
                 event.set()
 
 
+def optimizer_tensors(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    return [v for state in optimizer.state.values() for v in state.values() if torch.is_tensor(v)]
+
+
 def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
-    total = 0
-    for state in optimizer.state.values():
-        for value in state.values():
-            if isinstance(value, torch.Tensor):
-                total += value.numel() * value.element_size()
-    return total
+    return held_bytes(optimizer_tensors(optimizer))
+
+
+def held_bytes(tensors: Sequence[torch.Tensor]) -> int:
+    """Bytes of the distinct storages behind ``tensors`` (a view costs its whole storage;
+    a distributed tensor counts its local part)."""
+    storages: dict[tuple[torch.device, int], int] = {}
+    for tensor in tensors:
+        local = tensor.to_local() if hasattr(tensor, "to_local") else tensor
+        storage = local.untyped_storage()
+        storages[(local.device, storage.data_ptr())] = storage.nbytes()
+    return sum(storages.values())

@@ -11,7 +11,11 @@ from torch import nn
 from tessera_ml.algorithms.hier_sync.capacity import agreed_fractions
 from tessera_ml.algorithms.hier_sync.flat import FlatParams
 from tessera_ml.algorithms.hier_sync.spec import HierSyncConfig
-from tessera_ml.algorithms.hier_sync.sync import HierSync, OptimizerFactory
+from tessera_ml.algorithms.hier_sync.sync import (
+    HierSync,
+    OptimizerFactory,
+    optimizer_state_bytes,
+)
 from tessera_ml.algorithms.hier_sync.topology import topology_from_plan
 from tessera_ml.algorithms.hier_sync.workload import batch, rank_dataset, rank_model
 from tessera_ml.context import RankContext
@@ -37,8 +41,9 @@ class Trainer:
         self.criterion: nn.Module = loss_function(self.data)
         self.flat = FlatParams(self.model, self.config.bucket_bytes)
         self.capacity_fractions, self.reports = agreed_fractions(
-            ctx.comm, self.topology, self.config, ctx.slot, ctx.device
+            ctx.comm, self.topology, self.config, ctx.slot, ctx.device, self.flat.nbytes
         )
+        self.sharded_phase_s = 0.0
         self.sync = HierSync(
             ctx.comm,
             self.topology,
@@ -59,10 +64,12 @@ class Trainer:
             target = y if self.data.task == "classification" else y.view(out.shape)
             loss = self.criterion(out, target)
             loss.backward()
+        backward_done = time.perf_counter()
         with self.ctx.harness.work():
             self.sync.finish_gradients()
         with self.ctx.harness.work():
             self.sync.apply()
+        self.sharded_phase_s = time.perf_counter() - backward_done
         return float(loss.detach())
 
     def link_bytes(self) -> dict[str, float]:
@@ -94,7 +101,9 @@ class Trainer:
                 "loss": loss,
                 "step_time_s": elapsed,
                 "throughput": config.batch_size * self.topology.world_size / max(elapsed, 1e-9),
+                "sharded_phase_s": self.sharded_phase_s,
                 "state_bytes": float(self.sync.state_bytes()),
+                "optimizer_state_bytes": float(optimizer_state_bytes(self.sync.optimizer)),
                 "slice_fraction": self.sync.slice_numel / self.flat.numel,
                 "progress": step / config.steps,
                 **self.link_bytes(),
@@ -153,6 +162,7 @@ def run(ctx: RankContext) -> dict[str, Any]:
         "slice_fractions": trainer.sync.slice_fractions(),
         "capacity_fractions": trainer.capacity_fractions,
         "state_bytes": trainer.sync.state_bytes(),
+        "optimizer_state_bytes": optimizer_state_bytes(trainer.sync.optimizer),
         "numel": trainer.flat.numel,
         **trainer.link_bytes(),
     }

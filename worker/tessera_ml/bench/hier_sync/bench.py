@@ -1,15 +1,26 @@
-"""``tessera bench hier_sync``: two nodes of two devices against ``ddp`` on the same four ranks.
+"""``tessera bench hier_sync``: two nodes of two devices against PyTorch's data-parallel methods
+on the same four ranks.
 
-Three parts, each running ``ddp`` and ``hier_sync`` in the same invocation:
+Baselines, each in the same invocation and world as ``hier_sync``, with the same model, data,
+optimizer, threads and link (``torch_baselines.py``): ``torch.nn.parallel
+.DistributedDataParallel`` (``torch_ddp``) and FSDP2 hybrid sharding (``fsdp_hybrid``: replicate
+across nodes x shard within, equal shards). The platform's own ``ddp`` (one blocking all-reduce
+of a concatenated gradient) stays as an extra row.
 
-- *agreement*: 50 steps from the same initialisation and data, equal and 0.7/0.3 slices, and
-  the largest parameter difference against ``ddp``;
-- *speed and traffic*: a model of over 10M parameters, step times, state bytes per device and,
-  with ``--netns``, the bytes that crossed the rate-limited inter-node link per step (read
-  from the interface counters; ranks 0, 1 on host 0 and 2, 3 on host 1);
-- *proportional slicing*: device 1 of each node is made ``slowdown`` times slower (paced, or
-  given fewer threads) and reports proportionally less capacity; ``memory_and_compute``
-  slices against ``equal`` slices.
+Three parts:
+
+- *agreement*: 50 SGD steps from the same initialisation and data, equal and 0.7/0.3 slices,
+  and the largest parameter difference against ``torch_ddp`` (and ``ddp``);
+- *speed and traffic*: a model of over 10M parameters, each method in a world of fresh
+  processes on the same testbed; every method timed the same way (from
+  after the one-element all-reduce opening each step to the updated parameters; per step the
+  slowest rank, then the median), state bytes per device counted the same way (distinct
+  storages of gradients and optimizer state), peak resident memory per rank and, with
+  ``--netns``, the bytes that crossed the rate-limited inter-node link per step (interface
+  counters; ranks 0, 1 on host 0 and 2, 3 on host 1);
+- *proportional slicing*: device 1 of each node gets half the CPU of device 0 (CFS bandwidth
+  limits per rank where the machine allows them, else the harness's pacing) and reports half
+  the capacity; ``memory_and_compute`` slices against ``equal`` slices.
 """
 
 from __future__ import annotations
@@ -17,11 +28,18 @@ from __future__ import annotations
 import os
 import statistics
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from tessera_ml.bench.api import BenchArgs, BenchReport
-from tessera_ml.bench.hier_sync.jobs import ddp_params, hier_params, paced, run_named
+from tessera_ml.bench.hier_sync.cpu_limit import cpu_groups, cpu_limit_kind
+from tessera_ml.bench.hier_sync.jobs import ddp_params, hier_params, paced, run_measured
+from tessera_ml.bench.hier_sync.rss import MALLOC_ENV
+from tessera_ml.bench.hier_sync.torch_baselines import TorchJob
+from tessera_ml.bench.measure import link_bytes_per_step
 from tessera_ml.netns import Testbed
 from tessera_ml.worlds import RankOutcome, WorldJob, run_world
 
@@ -35,6 +53,7 @@ NODES: list[dict[str, Any]] = [
 ]
 TRAINERS = [{"party": PARTY, "role": "trainer", "processes": 4}]
 WIRING = [PARTY] * 4
+SLOW_RANKS = (1, 3)
 SETTABLE = (
     "steps",
     "batch_size",
@@ -44,65 +63,93 @@ SETTABLE = (
     "bucket_bytes",
     "slowdown",
     "slow_mode",
+    "core_share",
     "repeats",
 )
+SLOW_MODES = ("cpu_limit", "pace", "threads")
 AGREEMENT_STEPS = 50
+BASELINES = ("torch_ddp", "fsdp_hybrid")
+
+Outcomes = list[dict[str, RankOutcome]]
 
 
 def _hidden(raw: str) -> list[int]:
     return [int(h) for h in raw.split(",") if h]
 
 
+def _world(jobs: Sequence[WorldJob | TorchJob], **kwargs: Any) -> Outcomes:
+    groups = kwargs.pop("cpu_groups", None)
+    outcomes: Outcomes = run_world(
+        run_measured,
+        4,
+        list(jobs),
+        groups,
+        parties=WIRING,
+        env=MALLOC_ENV,
+        timeout_s=900,
+        **kwargs,
+    )
+    return outcomes
+
+
 def agreement(root: Path) -> dict[str, float]:
-    """Largest |parameter difference| against ddp after 50 steps, equal and 0.7/0.3 slices."""
+    """Largest |parameter difference| after 50 fp32 steps, equal and 0.7/0.3 slices, against
+    torch DDP (and the platform's ddp)."""
     config = {
         "steps": AGREEMENT_STEPS,
         "batch_size": 16,
         "model": {"kind": "mlp", "hidden": [64]},
         "optimizer": "sgd",
         "lr": 0.05,
-        "checkpoint_interval": AGREEMENT_STEPS,
     }
+    saved = {**config, "checkpoint_interval": AGREEMENT_STEPS}
     uneven = {"slicing": "memory", "capacities": [0.7, 0.3], "bucket_bytes": 8192}
-    jobs = [
-        WorldJob("ddp", TRAINERS, {**config, "eval_interval": 0}, "ddp", str(root / "ddp")),
-        WorldJob("hier_sync", NODES, config, "equal", str(root / "equal")),
-        WorldJob("hier_sync", NODES, {**config, **uneven}, "uneven", str(root / "uneven")),
+    jobs: list[WorldJob | TorchJob] = [
+        TorchJob("torch_ddp", NODES, config, "torch_ddp", keep_params=True),
+        TorchJob("fsdp_hybrid", NODES, config, "fsdp_hybrid", keep_params=True),
+        WorldJob("ddp", TRAINERS, {**saved, "eval_interval": 0}, "ddp", str(root / "ddp")),
+        WorldJob("hier_sync", NODES, saved, "equal", str(root / "equal")),
+        WorldJob("hier_sync", NODES, {**saved, **uneven}, "uneven", str(root / "uneven")),
     ]
-    run_world(run_named, 4, jobs, parties=WIRING)
+    outcomes = _world(jobs)
     last = f"step-{AGREEMENT_STEPS:09d}"
-    reference = ddp_params(root / "ddp" / last)
-    diffs = {}
+    torch_ddp = [torch.from_numpy(o["torch_ddp"].result["params"]) for o in outcomes]
+    fsdp = [torch.from_numpy(o["fsdp_hybrid"].result["params"]) for o in outcomes]
+    ddp = ddp_params(root / "ddp" / last)
+    reference = torch_ddp[0]
+    diffs: dict[str, float] = {}
     for name in ("equal", "uneven"):
         per_node = [hier_params(root / name / last, node) for node in ([0, 1], [2, 3])]
-        diffs[name] = max(float((p - reference).abs().max()) for p in per_node)
+        diffs[name] = _max_diff(per_node, reference)
+        diffs[f"{name}_ddp"] = _max_diff(per_node, ddp)
     return {
-        "max_abs_param_diff_vs_ddp": max(diffs.values()),
-        "max_abs_param_diff_vs_ddp_equal": diffs["equal"],
-        "max_abs_param_diff_vs_ddp_uneven": diffs["uneven"],
+        "max_abs_param_diff_vs_torch_ddp": max(diffs["equal"], diffs["uneven"]),
+        "max_abs_param_diff_vs_torch_ddp_equal": diffs["equal"],
+        "max_abs_param_diff_vs_torch_ddp_uneven": diffs["uneven"],
+        "max_abs_param_diff_vs_ddp": max(diffs["equal_ddp"], diffs["uneven_ddp"]),
+        "fsdp_hybrid_max_abs_param_diff_vs_torch_ddp": _max_diff(fsdp, reference),
+        "torch_ddp_ranks_max_abs_param_diff": _max_diff(torch_ddp, reference),
     }
 
 
-Outcomes = list[dict[str, RankOutcome]]
+def _max_diff(params: Sequence[torch.Tensor], reference: torch.Tensor) -> float:
+    return max(float((p - reference).abs().max()) for p in params)
 
 
-def _step_time(outcomes: Outcomes, job: str, warmup: int) -> float:
-    """Median step time after ``warmup`` steps, of the slowest rank."""
-    medians = []
-    for per_rank in outcomes:
-        times = [v for s, v in per_rank[job].series("step_time_s") if s > warmup]
-        medians.append(statistics.median(times))
-    return max(medians)
+def slowest_step_time(outcomes: Outcomes, job: str, warmup: int, ranks: Sequence[int]) -> float:
+    """Per step after ``warmup``, the slowest of ``ranks``; the median over those steps."""
+    return _slowest(outcomes, [job], "step_time_s", warmup, ranks)
 
 
-def _link_bytes_per_step(outcomes: Outcomes, job: str, warmup: int) -> float:
-    """Bytes per step that left both hosts, from the counters read by one rank per host."""
-    total = 0.0
-    for reader in (PLACEMENT.index(h) for h in sorted(set(PLACEMENT))):
-        series = [(s, v) for s, v in outcomes[reader][job].series("link_bytes_sent") if s >= warmup]
-        (s0, v0), (s1, v1) = series[0], series[-1]
-        total += (v1 - v0) / (s1 - s0)
-    return total
+def _slowest(
+    outcomes: Outcomes, jobs: Sequence[str], metric: str, warmup: int, ranks: Sequence[int]
+) -> float:
+    per_step: list[float] = []
+    for job in jobs:
+        series = [dict(outcomes[r][job].series(metric)) for r in ranks]
+        steps = sorted(s for s in series[0] if s > warmup)
+        per_step += [max(values[s] for values in series) for s in steps]
+    return statistics.median(per_step)
 
 
 def _last(outcome: RankOutcome, name: str) -> float:
@@ -110,94 +157,122 @@ def _last(outcome: RankOutcome, name: str) -> float:
 
 
 def speed(config: dict[str, Any], testbed: Testbed | None, warmup: int) -> dict[str, Any]:
-    """ddp and hier_sync, one after the other on the same world: step time, bytes."""
+    """Every method, one after the other on the same ranks and link: step time, memory,
+    bytes."""
     ddp_config = {k: v for k, v in config.items() if k != "bucket_bytes"} | {"eval_interval": 0}
-    jobs = [
+    jobs: list[WorldJob | TorchJob] = [
+        TorchJob("torch_ddp", NODES, config, "torch_ddp"),
+        TorchJob("fsdp_hybrid", NODES, config, "fsdp_hybrid"),
+        WorldJob("hier_sync", NODES, config, "hier_sync"),
         WorldJob("ddp", TRAINERS, ddp_config, "ddp"),
-        WorldJob("hier_sync", NODES, config, "hier"),
     ]
-    hosts = PLACEMENT if testbed else None
-    outcomes: Outcomes = run_world(run_named, 4, jobs, hosts=hosts, testbed=testbed, parties=WIRING)
-    first = outcomes[0]
-    numel = int(first["hier"].result["numel"])
-    results: dict[str, Any] = {
-        "parameters": numel,
-        "gradient_bytes": numel * 4,
-        "step_time_s": _step_time(outcomes, "hier", warmup),
-        "ddp_step_time_s": _step_time(outcomes, "ddp", warmup),
-        "equal_state_bytes_per_device": [int(o["hier"].result["state_bytes"]) for o in outcomes],
-        "ddp_state_bytes_per_device": int(_last(first["ddp"], "state_bytes")),
-        "loss": _last(first["hier"], "loss"),
-        "ddp_loss": _last(first["ddp"], "loss"),
-    }
-    results["step_time_ratio"] = results["step_time_s"] / results["ddp_step_time_s"]
+    placed: dict[str, Any] = {"hosts": PLACEMENT, "testbed": testbed} if testbed else {}
+    # a world of fresh processes per method, so each rank's peak memory is that method's own
+    outcomes: Outcomes = [{} for _ in range(4)]
+    for method in jobs:
+        for per_rank, outcome in zip(outcomes, _world([method], **placed), strict=True):
+            per_rank.update(outcome)
+    numel = int(outcomes[0]["hier_sync"].result["numel"])
+    ranks = range(4)
+    results: dict[str, Any] = {"parameters": numel, "gradient_bytes": numel * 4}
+    for job, prefix in (("hier_sync", ""), *((b, f"{b}_") for b in BASELINES), ("ddp", "ddp_")):
+        results[f"{prefix}step_time_s"] = slowest_step_time(outcomes, job, warmup, ranks)
+        results[f"{prefix}state_bytes_per_device"] = [
+            int(_last(o[job], "state_bytes")) for o in outcomes
+        ]
+        results[f"{prefix}peak_rss_bytes_per_rank"] = [
+            int(o[job].result["peak_rss_bytes"]) for o in outcomes
+        ]
+        results[f"{prefix}start_rss_bytes_per_rank"] = [
+            int(o[job].result["start_rss_bytes"]) for o in outcomes
+        ]
+        results[f"{prefix}loss"] = _last(outcomes[0][job], "loss")
+        if testbed is not None:
+            results[f"{prefix}inter_node_bytes_per_step"] = link_bytes_per_step(
+                [o[job] for o in outcomes], PLACEMENT, warmup
+            )
+    results["optimizer_state_bytes_per_device"] = [
+        int(_last(o["hier_sync"], "optimizer_state_bytes")) for o in outcomes
+    ]
+    for baseline in (*BASELINES, "ddp"):
+        results[f"step_time_ratio_vs_{baseline}"] = (
+            results["step_time_s"] / results[f"{baseline}_step_time_s"]
+        )
+        results[f"state_bytes_ratio_vs_{baseline}"] = max(results["state_bytes_per_device"]) / max(
+            results[f"{baseline}_state_bytes_per_device"]
+        )
+        results[f"peak_rss_ratio_vs_{baseline}"] = max(results["peak_rss_bytes_per_rank"]) / max(
+            results[f"{baseline}_peak_rss_bytes_per_rank"]
+        )
+        if testbed is not None:
+            results[f"inter_node_bytes_ratio_vs_{baseline}"] = (
+                results["inter_node_bytes_per_step"]
+                / results[f"{baseline}_inter_node_bytes_per_step"]
+            )
     if testbed is not None:
-        ours = _link_bytes_per_step(outcomes, "hier", warmup)
-        theirs = _link_bytes_per_step(outcomes, "ddp", warmup)
-        results["inter_node_bytes_per_step"] = ours
-        results["ddp_inter_node_bytes_per_step"] = theirs
-        results["inter_node_bytes_vs_bound"] = ours / (2 * (2 - 1) * numel * 4)
-        results["inter_node_bytes_vs_ddp"] = ours / theirs
+        bound = 2 * (2 - 1) * numel * 4
+        results["inter_node_bytes_vs_bound"] = results["inter_node_bytes_per_step"] / bound
     return results
 
 
 def proportional(
-    config: dict[str, Any], slowdown: float, mode: str, warmup: int, repeats: int
+    config: dict[str, Any], slowdown: float, mode: str, warmup: int, repeats: int, share: float
 ) -> dict[str, Any]:
-    """Device 1 of each node is ``slowdown`` times slower and gets proportionally less capacity.
+    """Device 1 of each node is ``slowdown`` times slower and reports proportionally less
+    capacity; ``memory_and_compute`` slices against ``equal`` slices.
 
-    ``mode`` ``pace`` slows it with the harness's pacing (``BenchHarness.speed``, every rank
-    one thread);
-    ``threads`` gives the fast devices ``slowdown`` times as many threads (needs a core per
-    thread to mean anything). Equal and proportional runs alternate ``repeats`` times on one
-    world, so a change of the machine's load during the measurement falls on both.
+    ``mode`` ``cpu_limit``: each rank gets its own CFS bandwidth limit, ``share`` of a core for
+    device 0 and ``share / slowdown`` for device 1 (``cpu_limit.py``); ``pace``: the harness
+    stretches device 1's work (``BenchHarness.speed``); ``threads``: the fast devices get
+    ``slowdown`` threads (needs a core per thread to mean anything). Every rank has one thread
+    otherwise. Equal and proportional runs alternate ``repeats`` times on one world, so a change
+    of the machine's load during the measurement falls on both.
     """
     compute = [slowdown, 1.0] * 2
-    if mode == "threads":
-        threads = [int(slowdown), 1, int(slowdown), 1]
-        harnesses = None
-    else:
-        threads = [1, 1, 1, 1]
-        harnesses = paced((1.0, 1.0 / slowdown) * 2)
+    threads = [int(slowdown), 1, int(slowdown), 1] if mode == "threads" else [1, 1, 1, 1]
+    harnesses = paced((1.0, 1.0 / slowdown) * 2) if mode == "pace" else None
+    shares = [share, share / slowdown] * 2
     nodes = [
         {**n, "capacity": compute, "options": {**NODE_OPTIONS, "compute": compute}} for n in NODES
     ]
     sized_config = {**config, "slicing": "memory_and_compute"}
-    jobs = []
+    jobs: list[WorldJob | TorchJob] = []
     for i in range(repeats):
         jobs += [
             WorldJob("hier_sync", nodes, config, f"equal-{i}", harnesses=harnesses),
             WorldJob("hier_sync", nodes, sized_config, f"sized-{i}", harnesses=harnesses),
         ]
-    outcomes: Outcomes = run_world(run_named, 4, jobs, threads=threads, parties=WIRING)
-    equal_time = _pooled_step_time(outcomes, "equal", warmup)
-    sized_time = _pooled_step_time(outcomes, "sized", warmup)
-    sized = [o["sized-0"].result for o in outcomes]
+    with cpu_groups(shares if mode == "cpu_limit" else []) as groups:
+        if mode == "cpu_limit" and groups is None:
+            raise RuntimeError("slow_mode cpu_limit: this machine lets no CPU limit be set")
+        outcomes = _world(jobs, threads=threads, cpu_groups=groups or None)
+    equal = [f"equal-{i}" for i in range(repeats)]
+    sized = [f"sized-{i}" for i in range(repeats)]
+    equal_time = _slowest(outcomes, equal, "step_time_s", warmup, range(4))
+    sized_time = _slowest(outcomes, sized, "step_time_s", warmup, range(4))
+    phases = {
+        (name, devices): _slowest(outcomes, jobs_, "sharded_phase_s", warmup, ranks)
+        for name, jobs_ in (("equal", equal), ("sized", sized))
+        for devices, ranks in (("slow", SLOW_RANKS), ("fast", (0, 2)))
+    }
+    results = [o["sized-0"].result for o in outcomes]
     return {
         "equal_slices_step_time_s": equal_time,
         "proportional_slices_step_time_s": sized_time,
         "proportional_vs_equal_step_time_ratio": sized_time / equal_time,
-        "capacity_fractions": [r["capacity_fractions"][r["device_number"]] for r in sized],
-        "slice_fractions": [r["slice_fractions"][r["device_number"]] for r in sized],
-        "state_bytes_per_device": [int(r["state_bytes"]) for r in sized],
+        "slow_device_sharded_phase_s_equal": phases[("equal", "slow")],
+        "slow_device_sharded_phase_s_proportional": phases[("sized", "slow")],
+        "slow_device_sharded_phase_ratio": phases[("sized", "slow")] / phases[("equal", "slow")],
+        "fast_device_sharded_phase_ratio": phases[("sized", "fast")] / phases[("equal", "fast")],
+        "capacity_fractions": [r["capacity_fractions"][r["device_number"]] for r in results],
+        "slice_fractions": [r["slice_fractions"][r["device_number"]] for r in results],
+        "proportional_optimizer_state_bytes_per_device": [
+            int(r["optimizer_state_bytes"]) for r in results
+        ],
         "threads_per_device": threads,
+        "cpu_share_per_device": shares if mode == "cpu_limit" else None,
         "pace_per_device": [1.0, 1.0 / slowdown] * 2 if mode == "pace" else [1.0] * 4,
     }
-
-
-def _pooled_step_time(outcomes: Outcomes, prefix: str, warmup: int) -> float:
-    """Median step time after warmup of every job named ``prefix-*``, of the slowest rank."""
-    medians = []
-    for per_rank in outcomes:
-        times = [
-            v
-            for name, outcome in per_rank.items()
-            if name.startswith(f"{prefix}-")
-            for s, v in outcome.series("step_time_s")
-            if s > warmup
-        ]
-        medians.append(statistics.median(times))
-    return max(medians)
 
 
 def bench(args: BenchArgs) -> BenchReport:
@@ -218,6 +293,7 @@ def bench(args: BenchArgs) -> BenchReport:
         "bucket_bytes": int(extra.get("bucket_bytes", 4 << 20)),
         "log_interval": 1,
     }
+    limit = cpu_limit_kind()
     params: dict[str, Any] = {
         **config,
         "nodes": 2,
@@ -225,6 +301,8 @@ def bench(args: BenchArgs) -> BenchReport:
         "placement": PLACEMENT,
         "warmup_steps": warmup,
         "netns": args.netns,
+        "torch_version": torch.__version__,
+        "cpu_limit_available": limit,
     }
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="hier-sync-bench-") as root:
@@ -238,17 +316,23 @@ def bench(args: BenchArgs) -> BenchReport:
     repeats = int(extra.get("repeats", 1 if args.quick else 3))
     params["proportional_repeats"] = repeats
     params["slowdown"] = float(extra.get("slowdown", 2))
-    params["slow_mode"] = extra.get("slow_mode", "pace")
-    if params["slow_mode"] not in ("pace", "threads"):
-        raise ValueError(f"slow_mode must be pace or threads, not {params['slow_mode']!r}")
-    results.update(proportional(config, params["slowdown"], params["slow_mode"], warmup, repeats))
+    params["core_share"] = float(extra.get("core_share", 0.5))
+    params["slow_mode"] = extra.get("slow_mode", "cpu_limit" if limit else "pace")
+    if params["slow_mode"] not in SLOW_MODES:
+        raise ValueError(f"slow_mode must be one of {SLOW_MODES}, not {params['slow_mode']!r}")
+    results.update(
+        proportional(
+            config,
+            params["slowdown"],
+            params["slow_mode"],
+            warmup,
+            repeats,
+            params["core_share"],
+        )
+    )
     results["slice_vs_capacity_fraction"] = [
         s / c
         for s, c in zip(results["slice_fractions"], results["capacity_fractions"], strict=True)
-    ]
-    results["state_bytes_vs_slice_of_ddp"] = [
-        b / (f * results["ddp_state_bytes_per_device"])
-        for b, f in zip(results["state_bytes_per_device"], results["slice_fractions"], strict=True)
     ]
     params["cpus"] = os.cpu_count()
     return BenchReport(params=params, results=results)

@@ -1,21 +1,52 @@
-"""``ddp`` and ``hier_sync`` jobs on one world (``tessera_ml.worlds.run_jobs``), their outcomes
-by name; ``ddp_params`` and ``hier_params`` read the final parameters back from the jobs'
-checkpoints."""
+"""``ddp``, ``hier_sync`` and torch baseline jobs on one world, their outcomes by name;
+``ddp_params`` and ``hier_params`` read the final parameters back from the jobs' checkpoints."""
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import torch
 
 from tessera_ml.bench.harness import BenchHarness
+from tessera_ml.bench.hier_sync.cpu_limit import join_cpu_group
+from tessera_ml.bench.hier_sync.rss import peak_rss_bytes, reset_peak_rss
+from tessera_ml.bench.hier_sync.torch_baselines import TorchJob, run_torch
 from tessera_ml.comm.base import Communicator
-from tessera_ml.worlds import RankOutcome, WorldJob, run_jobs
+from tessera_ml.worlds import RankOutcome, WorldJob, run_job, run_jobs
 
 
 def run_named(comm: Communicator, jobs: list[WorldJob]) -> dict[str, RankOutcome]:
     """``run_jobs`` on this rank, its outcomes by job name."""
     return {job.name: outcome for job, outcome in zip(jobs, run_jobs(comm, jobs), strict=True)}
+
+
+def run_measured(
+    comm: Communicator, jobs: list[WorldJob | TorchJob], cpu_groups: list[str] | None = None
+) -> dict[str, RankOutcome]:
+    """Every job in turn on this rank (``hier_sync`` and ``ddp`` as platform jobs, the torch
+    baselines beside them), each with its peak resident memory (``peak_rss_bytes`` in the
+    outcome's result; ``start_rss_bytes`` what the process held as the job began). With
+    ``cpu_groups``, this rank first joins its CPU-limited group."""
+    if cpu_groups is not None:
+        join_cpu_group(cpu_groups[comm.rank])
+    outcomes = {}
+    for job in jobs:
+        comm.stats.reset()
+        gc.collect()  # the last job's model and optimizer, held by reference cycles
+        start = reset_peak_rss()
+        if isinstance(job, TorchJob):
+            harness = BenchHarness()
+            outcome = run_torch(comm, job, harness)
+        else:
+            outcome = run_job(comm, job)
+        peak = peak_rss_bytes()
+        comm.barrier()
+        if isinstance(outcome.result, dict):
+            outcome.result["peak_rss_bytes"] = peak
+            outcome.result["start_rss_bytes"] = start
+        outcomes[job.name] = outcome
+    return outcomes
 
 
 def paced(speeds: tuple[float, ...]) -> tuple[BenchHarness, ...]:
