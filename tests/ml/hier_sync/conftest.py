@@ -36,6 +36,7 @@ SGD = {**COMMON, "optimizer": "sgd", "lr": 0.05, "momentum": 0.9}
 ADAM = {**COMMON, "optimizer": "adam", "lr": 0.002}
 UNEVEN = {"slicing": "memory", "capacities": [0.7, 0.3]}
 SMALL_BUCKETS = {"bucket_bytes": 4096}
+INT8 = {"inter_node_compression": "int8", "compression_block": 64}
 # MLP 64 -> 48 -> 10: G bytes of parameters; SGD with momentum keeps G bytes of state. Every
 # device holds the parameters and a gradient buffer (2 G); device 1's budget leaves room for
 # 0.3 of the optimizer state, less than its equal share.
@@ -63,6 +64,13 @@ def jobs(root: Path) -> list[WorldJob]:
             "hier_sync",
             {**SGD, **SMALL_BUCKETS, "checkpoint_interval": 25},
             resume="equal_sgd/step-000000025",
+        ),
+        job("int8_sgd", "hier_sync", {**SGD, **SMALL_BUCKETS, **INT8, "checkpoint_interval": 25}),
+        job(
+            "int8_resumed",
+            "hier_sync",
+            {**SGD, **SMALL_BUCKETS, **INT8, "checkpoint_interval": 25},
+            resume="int8_sgd/step-000000025",
         ),
         job("ddp_adam", "ddp", {**ADAM, **ddp_only}),
         job(

@@ -108,3 +108,36 @@ def test_bytes_per_link_match_the_formulas(runs: Runs) -> None:
         losses = [v for _, v in outcomes[f"uneven_sgd@{rank}"].series("loss")]
         assert len(losses) == STEPS
         assert sum(losses[-5:]) < 0.5 * sum(losses[:5])
+
+
+@pytest.mark.slow
+def test_int8_inter_node_traffic_trains_close_to_full_precision_at_a_quarter_of_the_bytes(
+    runs: Runs,
+) -> None:
+    root, outcomes = runs
+    exact = hier_params(_final(root, "equal_sgd"), [0, 1])
+    quantised = hier_params(_final(root, "int8_sgd"), [0, 1])
+    assert torch.equal(quantised, hier_params(_final(root, "int8_sgd"), [2, 3]))
+    gap = float((quantised - exact).abs().max())
+    assert 0 < gap < 1e-2
+    losses = [v for _, v in outcomes["int8_sgd@0"].series("loss")]
+    exact_losses = [v for _, v in outcomes["equal_sgd@0"].series("loss")]
+    assert abs(sum(losses[-10:]) - sum(exact_losses[-10:])) < 0.02 * sum(exact_losses[-10:])
+    for rank in range(4):
+        full = outcomes[f"equal_sgd@{rank}"].series("inter_node_bytes_per_step")[-1][1]
+        int8 = outcomes[f"int8_sgd@{rank}"].series("inter_node_bytes_per_step")[-1][1]
+        assert 0.25 < int8 / full < 0.35  # a byte per element plus a 4-byte scale per 64
+
+
+@pytest.mark.slow
+def test_resuming_an_int8_run_restores_its_residuals_and_continues_the_same_run(
+    runs: Runs,
+) -> None:
+    root, _ = runs
+    whole = hier_params(_final(root, "int8_sgd"), [0, 1])
+    resumed = hier_params(_final(root, "int8_resumed"), [2, 3])
+    assert torch.equal(whole, resumed)
+    saved = torch.load(root / "int8_sgd" / "step-000000025" / "rank-0.pt", weights_only=False)[
+        "slice"
+    ]
+    assert saved["residual"].abs().max() > 0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 from pydantic import Field
 
@@ -42,6 +43,18 @@ class HierSyncConfig(TrainingConfig):
     )
     overlap: bool = Field(
         default=True, description="Synchronise buckets while the backward pass still runs"
+    )
+    inter_node_compression: Literal["none", "int8", "int4"] = Field(
+        default="none",
+        description="Quantise the all-reduce between nodes (blockwise, with error feedback); "
+        "the phases within a node stay full precision",
+    )
+    compression_block: int = Field(
+        default=256,
+        ge=2,
+        le=1 << 16,
+        multiple_of=2,
+        description="Elements per quantisation block (one fp32 scale each)",
     )
     checkpoint_interval: int = Field(
         default=0, ge=0, description="Save each device's slice every N steps (0: never)"
@@ -108,6 +121,7 @@ SPEC = HierSyncSpec(
         "bytes_received",
         "bytes_sent.group.intra_node",
         "bytes_sent.group.inter_node",
+        "inter_node_bytes_per_step",
         "state_bytes",
         "optimizer_state_bytes",
         "sharded_phase_s",

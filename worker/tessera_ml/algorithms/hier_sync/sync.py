@@ -5,8 +5,8 @@ Per step (``begin_step`` .. backward .. ``finish_gradients`` .. ``apply``):
 1. as each bucket's gradients are ready, an *intra* thread reduce-scatters the bucket among
    the node's devices (piece ``d`` of the bucket ends summed at device ``d``), and hands it to
 2. an *inter* thread, which all-reduces that piece with the devices of the same number in the
-   other nodes and divides by the world size: the device now holds the global mean gradient
-   of its slice only;
+   other nodes (in full precision, or quantised with error feedback: ``compressed``) and
+   divides by the world size: the device now holds the global mean gradient of its slice only;
 3. the optimizer, built over the device's pieces only, updates the slice's parameters (its
    state exists only for the slice);
 4. the node's devices all-gather the updated pieces, rebuilding the full parameters.
@@ -22,8 +22,10 @@ from typing import Any
 import torch
 
 from tessera_ml.algorithms.hier_sync import ring
+from tessera_ml.algorithms.hier_sync.compressed import CompressedAllReduce
 from tessera_ml.algorithms.hier_sync.flat import FlatParams
 from tessera_ml.algorithms.hier_sync.node_ops import NodeOps
+from tessera_ml.algorithms.hier_sync.quantize import Codec
 from tessera_ml.algorithms.hier_sync.slicing import piece_bounds
 from tessera_ml.algorithms.hier_sync.topology import Topology
 from tessera_ml.comm.base import Communicator
@@ -42,6 +44,7 @@ class HierSync:
         *,
         align: int = 16,
         overlap: bool = True,
+        compression: Codec | None = None,
     ) -> None:
         self.comm = comm
         self.flat = flat
@@ -59,6 +62,14 @@ class HierSync:
             view.grad = flat.grad[start:end]
             self.views.append(view)
         self.optimizer = make_optimizer([v for v in self.views if v.numel()])
+        sizes = [end - start for start, end in self.pieces]
+        self.offsets = [sum(sizes[:b]) for b in range(len(sizes))]
+        """Where each bucket's piece starts within this device's slice."""
+        self.compressed = (
+            CompressedAllReduce(comm, self.peers, compression, self.slice_numel, flat.grad.device)
+            if compression is not None and len(self.peers) > 1
+            else None
+        )
         self.overlap = overlap
         self._ready = [threading.Event() for _ in flat.buckets]
         self._done = [threading.Event() for _ in flat.buckets]
@@ -92,7 +103,10 @@ class HierSync:
     def state_bytes(self) -> int:
         """Gradient and optimizer-state memory this device holds: the reduced slice lives in
         the full-size gradient buffer, so that buffer counts whole."""
-        return held_bytes([self.flat.grad, *optimizer_tensors(self.optimizer)])
+        residuals = (
+            [self.compressed.residual, self.compressed.owner_residual] if self.compressed else []
+        )
+        return held_bytes([self.flat.grad, *optimizer_tensors(self.optimizer), *residuals])
 
     # one step ----------------------------------------------------------------------------
 
@@ -149,12 +163,16 @@ class HierSync:
     # checkpoints -------------------------------------------------------------------------
 
     def slice_state(self) -> dict[str, Any]:
-        return {
+        state = {
             "bounds": self.bounds,
             "number": self.number,
             "pieces": [v.detach().clone() for v in self.views],
             "optimizer": self.optimizer.state_dict(),
         }
+        if self.compressed is not None:
+            state["residual"] = self.compressed.residual.clone()
+            state["owner_residual"] = self.compressed.owner_residual.clone()
+        return state
 
     def load_slice_state(self, state: dict[str, Any]) -> None:
         if state["bounds"] != self.bounds or state["number"] != self.number:
@@ -166,6 +184,9 @@ class HierSync:
             for view, saved in zip(self.views, state["pieces"], strict=True):
                 view.copy_(saved)
         self.optimizer.load_state_dict(state["optimizer"])
+        if self.compressed is not None and "residual" in state:
+            self.compressed.residual.copy_(state["residual"])
+            self.compressed.owner_residual.copy_(state["owner_residual"])
         self.assemble()
 
     def close(self) -> None:
@@ -187,7 +208,10 @@ class HierSync:
         start, end = self.pieces[bucket]
         piece = self.flat.grad[start:end]
         if piece.numel():
-            ring.all_reduce(self.comm, self.peers, piece, self.align)
+            if self.compressed is not None:
+                self.compressed.all_reduce(piece, self.offsets[bucket])
+            else:
+                ring.all_reduce(self.comm, self.peers, piece, self.align)
             piece.div_(self.world_size)
 
     def _intra_loop(self) -> None:

@@ -10,6 +10,7 @@ from torch import nn
 
 from tessera_ml.algorithms.hier_sync.capacity import agreed_fractions
 from tessera_ml.algorithms.hier_sync.flat import FlatParams
+from tessera_ml.algorithms.hier_sync.quantize import Bits, Codec
 from tessera_ml.algorithms.hier_sync.spec import HierSyncConfig
 from tessera_ml.algorithms.hier_sync.sync import (
     HierSync,
@@ -25,6 +26,12 @@ from tessera_ml.training.pieces import evaluate, loss_function, sync_buffers
 
 def make_optimizer(config: HierSyncConfig) -> OptimizerFactory:
     return lambda params: pieces.make_optimizer(config, params)
+
+
+def codec_of(config: HierSyncConfig) -> Codec | None:
+    """The quantisation of the inter-node all-reduce the job asks for, if any."""
+    bits = {"none": None, "int8": 8, "int4": 4}[config.inter_node_compression]
+    return None if bits is None else Codec(cast(Bits, bits), config.compression_block)
 
 
 class Trainer:
@@ -52,7 +59,10 @@ class Trainer:
             make_optimizer(self.config),
             align=self.config.align_elements,
             overlap=self.config.overlap,
+            compression=codec_of(self.config),
         )
+        self.inter_node_reported = (0, 0.0)
+        """(step, cumulative inter-node bytes) at the last report."""
 
     def step(self, step: int) -> float:
         """Training step ``step`` (counted from 1, as ``ddp`` does)."""
@@ -95,6 +105,11 @@ class Trainer:
 
     def report(self, step: int, loss: float, elapsed: float) -> None:
         config = self.config
+        link = self.link_bytes()
+        last_step, last_bytes = self.inter_node_reported
+        inter_node = link["bytes_sent.group.inter_node"]
+        per_step = (inter_node - last_bytes) / max(step - last_step, 1)
+        self.inter_node_reported = (step, inter_node)
         self.ctx.reporter.metrics(
             step,
             {
@@ -106,7 +121,8 @@ class Trainer:
                 "optimizer_state_bytes": float(optimizer_state_bytes(self.sync.optimizer)),
                 "slice_fraction": self.sync.slice_numel / self.flat.numel,
                 "progress": step / config.steps,
-                **self.link_bytes(),
+                "inter_node_bytes_per_step": per_step,
+                **link,
             },
         )
         self.ctx.reporter.progress(step, config.steps)

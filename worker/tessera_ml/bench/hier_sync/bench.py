@@ -35,6 +35,8 @@ from typing import Any
 import torch
 
 from tessera_ml.bench.api import BenchArgs, BenchReport
+from tessera_ml.bench.hier_sync.blocks import benchmark_gradient, block_sweep
+from tessera_ml.bench.hier_sync.compression import MODES, convergence_jobs, convergence_results
 from tessera_ml.bench.hier_sync.cpu_limit import cpu_groups, cpu_limit_kind
 from tessera_ml.bench.hier_sync.jobs import ddp_params, hier_params, paced, run_measured
 from tessera_ml.bench.hier_sync.rss import MALLOC_ENV
@@ -65,6 +67,9 @@ SETTABLE = (
     "slow_mode",
     "core_share",
     "repeats",
+    "inter_node_compression",
+    "compression_block",
+    "converge_steps",
 )
 SLOW_MODES = ("cpu_limit", "pace", "threads")
 AGREEMENT_STEPS = 50
@@ -156,9 +161,17 @@ def _last(outcome: RankOutcome, name: str) -> float:
     return outcome.series(name)[-1][1]
 
 
-def speed(config: dict[str, Any], testbed: Testbed | None, warmup: int) -> dict[str, Any]:
+def speed(
+    config: dict[str, Any],
+    testbed: Testbed | None,
+    warmup: int,
+    compression: str = "none",
+    block: int = 256,
+) -> dict[str, Any]:
     """Every method, one after the other on the same ranks and link: step time, memory,
-    bytes."""
+    bytes. With ``compression``, the headline ``hier_sync`` row quantises its inter-node
+    all-reduce and the full-precision run becomes the ``uncompressed_`` row (with int8, an
+    ``int4_`` row as well)."""
     ddp_config = {k: v for k, v in config.items() if k != "bucket_bytes"} | {"eval_interval": 0}
     jobs: list[WorldJob | TorchJob] = [
         TorchJob("torch_ddp", NODES, config, "torch_ddp"),
@@ -166,6 +179,17 @@ def speed(config: dict[str, Any], testbed: Testbed | None, warmup: int) -> dict[
         WorldJob("hier_sync", NODES, config, "hier_sync"),
         WorldJob("ddp", TRAINERS, ddp_config, "ddp"),
     ]
+    rows: list[tuple[str, str]] = [("hier_sync", "")]
+    compared = [*BASELINES, "ddp"]
+    if compression != "none":
+        modes = [compression] + (["int4"] if compression == "int8" else [])
+        for mode in modes:
+            quantised = {**config, "inter_node_compression": mode, "compression_block": block}
+            jobs.append(WorldJob("hier_sync", NODES, quantised, f"hier_sync_{mode}"))
+        rows = [(f"hier_sync_{compression}", ""), ("hier_sync", "uncompressed_")]
+        rows += [(f"hier_sync_{m}", f"{m}_") for m in modes[1:]]
+        compared.append("uncompressed")
+    main = rows[0][0]
     placed: dict[str, Any] = {"hosts": PLACEMENT, "testbed": testbed} if testbed else {}
     # a world of fresh processes per method, so each rank's peak memory is that method's own
     outcomes: Outcomes = [{} for _ in range(4)]
@@ -175,7 +199,8 @@ def speed(config: dict[str, Any], testbed: Testbed | None, warmup: int) -> dict[
     numel = int(outcomes[0]["hier_sync"].result["numel"])
     ranks = range(4)
     results: dict[str, Any] = {"parameters": numel, "gradient_bytes": numel * 4}
-    for job, prefix in (("hier_sync", ""), *((b, f"{b}_") for b in BASELINES), ("ddp", "ddp_")):
+    rows += [*((b, f"{b}_") for b in BASELINES), ("ddp", "ddp_")]
+    for job, prefix in rows:
         results[f"{prefix}step_time_s"] = slowest_step_time(outcomes, job, warmup, ranks)
         results[f"{prefix}state_bytes_per_device"] = [
             int(_last(o[job], "state_bytes")) for o in outcomes
@@ -192,9 +217,9 @@ def speed(config: dict[str, Any], testbed: Testbed | None, warmup: int) -> dict[
                 [o[job] for o in outcomes], PLACEMENT, warmup
             )
     results["optimizer_state_bytes_per_device"] = [
-        int(_last(o["hier_sync"], "optimizer_state_bytes")) for o in outcomes
+        int(_last(o[main], "optimizer_state_bytes")) for o in outcomes
     ]
-    for baseline in (*BASELINES, "ddp"):
+    for baseline in compared:
         results[f"step_time_ratio_vs_{baseline}"] = (
             results["step_time_s"] / results[f"{baseline}_step_time_s"]
         )
@@ -304,15 +329,36 @@ def bench(args: BenchArgs) -> BenchReport:
         "torch_version": torch.__version__,
         "cpu_limit_available": limit,
     }
+    compression = extra.get("inter_node_compression", "none")
+    if compression not in MODES:
+        raise ValueError(f"inter_node_compression must be one of {MODES}, not {compression!r}")
+    block = int(extra.get("compression_block", 256))
+    params["inter_node_compression"] = compression
+    params["compression_block"] = block
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="hier-sync-bench-") as root:
         results.update(agreement(Path(root)))
     if args.netns:
         params["rate_mbit"] = float(extra.get("rate_mbit", 200.0))
         with Testbed(2, rate_mbit=params["rate_mbit"]) as testbed:
-            results.update(speed(config, testbed, warmup))
+            results.update(speed(config, testbed, warmup, compression, block))
     else:
-        results.update(speed(config, None, warmup))
+        results.update(speed(config, None, warmup, compression, block))
+    if compression != "none":
+        gradient = benchmark_gradient([64, *hidden], 10, config["batch_size"], seed=0)
+        results["compression_block_sweep"] = block_sweep(gradient)
+        converge = {
+            "model": {"kind": "mlp", "hidden": [512, 512]},
+            "dataset": "sklearn:digits",
+            "steps": int(extra.get("converge_steps", 100 if args.quick else 600)),
+            "batch_size": 16,
+            "optimizer": "adam",
+            "lr": 0.001,
+            "log_interval": 50,
+        }
+        params["convergence"] = converge
+        outcomes = _world(convergence_jobs(NODES, converge, block))
+        results.update(convergence_results(outcomes[0]))
     repeats = int(extra.get("repeats", 1 if args.quick else 3))
     params["proportional_repeats"] = repeats
     params["slowdown"] = float(extra.get("slowdown", 2))
