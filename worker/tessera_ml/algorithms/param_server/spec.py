@@ -184,8 +184,22 @@ SPEC = ParamServerSpec(
     "pull the rows of their batch's unique ids, push summed gradients, and train the dense "
     "tower data-parallel.",
     roles=(
-        RoleSpec(name=SERVER, min=1, description="Holds a shard of the embedding tables"),
-        RoleSpec(name=WORKER, min=1, description="Holds training data; trains the dense tower"),
+        RoleSpec(
+            name=SERVER,
+            min=1,
+            description="Holds a shard of the embedding tables",
+            device_note="the table is a compiled hash table in host memory; a GPU table is "
+            "not built",
+        ),
+        RoleSpec(
+            name=WORKER,
+            min=1,
+            description="Holds training data; trains the dense tower",
+            devices=("cpu", "cuda"),
+            gpu_benefit=True,
+            device_note="the dense tower runs on the rank's GPU; embedding rows travel "
+            "to and from the servers through host memory",
+        ),
     ),
     config_model=ParamServerConfig,
     entry_point="tessera_ml.algorithms.param_server.rank:run",

@@ -91,7 +91,9 @@ class Worker:
         self.ctx, self.config, self.servers, self.group = ctx, config, servers, group
         self.index = group.index(ctx.rank)
         self.source = open_source(config, ctx.slot.dataset, self.index, group.size, ctx.data_root)
+        self.device = ctx.device
         self.model = dense_tower(self.source.num_fields, config.dim, config.hidden, config.seed)
+        self.model.to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.dense_lr)
         self.params = [p for p in self.model.parameters()]
 
@@ -110,11 +112,14 @@ class Worker:
             dim=self.config.dim,
             unique=self.config.dedup,
         )
-        return Batch(labels, (ids.shape[0], ids.shape[1]), inverse, pull)
+        if inverse is not None:
+            inverse = inverse.to(self.device)
+        return Batch(labels.to(self.device), (ids.shape[0], ids.shape[1]), inverse, pull)
 
     def train_step(self, step: int, batch: Batch, stop: bool) -> tuple[float, bool, list[Work]]:
         """One step; returns the mean loss over workers, whether to stop, the push works."""
-        leaf = batch.pull.wait(self.config.dim).requires_grad_(True)
+        # rows arrive from the servers in host memory; the dense tower runs on the rank's device
+        leaf = batch.pull.wait(self.config.dim).to(self.device).requires_grad_(True)
         emb = leaf if batch.inverse is None else leaf[batch.inverse]
         logits = forward(
             self.model, emb.view(*batch.shape, self.config.dim), self.config.interactions
@@ -124,7 +129,7 @@ class Worker:
         loss.backward()
         flat = torch.cat(
             [p.grad.flatten() for p in self.params if p.grad is not None]
-            + [loss.detach().view(1), torch.tensor([float(stop)])]
+            + [loss.detach().view(1), torch.tensor([float(stop)], device=self.device)]
         )
         self.ctx.comm.all_reduce(flat, group=self.group)
         offset = 0
@@ -135,7 +140,7 @@ class Worker:
             offset += n
         self.optimizer.step()
         assert leaf.grad is not None
-        works = push_grads(self.ctx.comm, batch.pull, step, leaf.grad)
+        works = push_grads(self.ctx.comm, batch.pull, step, leaf.grad.cpu())
         return float(flat[-2]) / self.group.size, bool(flat[-1] > 0), works
 
     def evaluate(self, step: int) -> dict[str, float]:
@@ -151,11 +156,14 @@ class Worker:
             dim=self.config.dim,
             unique=True,
         )
-        emb = pull.wait(self.config.dim)[inverse].view(*ids.shape, self.config.dim)
+        emb = pull.wait(self.config.dim).to(self.device)[inverse.to(self.device)]
+        emb = emb.view(*ids.shape, self.config.dim)
+        labels = labels.to(self.device)
+        truth = None if truth is None else truth.to(self.device)
         with torch.no_grad():
             scores = forward(self.model, emb, self.config.interactions)
         local = torch.stack([scores, labels, scores if truth is None else truth])
-        gathered = torch.cat(self.ctx.comm.all_gather(local, group=self.group), dim=1)
+        gathered = torch.cat(self.ctx.comm.all_gather(local, group=self.group), dim=1).cpu()
         scores, labels = gathered[0], gathered[1]
         if labels.numel() == 0 or labels.min() == labels.max():
             return {}
@@ -170,7 +178,7 @@ class Worker:
     def state(self, step: int) -> dict[str, Any]:
         return {
             "step": step,
-            "model": self.model.state_dict(),
+            "model": {k: v.cpu() for k, v in self.model.state_dict().items()},
             "optimizer": self.optimizer.state_dict(),
         }
 
