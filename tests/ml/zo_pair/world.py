@@ -18,6 +18,8 @@ import torch
 
 from tessera_ml import worlds
 from tessera_ml.algorithms.zo_pair.protocol import PairProcessor, Schedule
+from tessera_ml.algorithms.zo_pair.seeds import direction_seed
+from tessera_ml.bench.zo_pair.dp_mezo import DataParallelMezo
 from tessera_ml.comm.base import Communicator
 from tessera_ml.models.zoo import build_model
 from tessera_ml.worlds import WorldJob
@@ -54,6 +56,7 @@ def make_processor(
 def zo_world(comm: Communicator, folder: str) -> dict[str, Any]:
     torch.set_num_threads(1)
     out: dict[str, Any] = {d: _steps(comm, d) for d in ("shared", "per_pair")}
+    out["data_parallel_mezo"] = _data_parallel_mezo(comm)
     comm.stats.reset()
     out["platform"] = run_job(comm, LONG_ASSIGNMENTS, LONG_JOB)
     out["jobs"] = _jobs(comm, Path(folder))
@@ -133,6 +136,25 @@ def _jobs(comm: Communicator, folder: Path) -> dict[str, Any]:
         {**JOB, "steps": 3, "init_checkpoint": str(folder / "full" / "step-000000020")}, "tuned"
     )
     return {"full": full, "resumed": resumed, "tuned": tuned}
+
+
+def all_inputs(step: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``n`` inputs of a step of data-parallel MeZO: every pair's two, in pair order."""
+    parts = [pair_inputs(step, pair) for pair in range(n // 2)]
+    return torch.cat([x for x, _ in parts]), torch.cat([y for _, y in parts])
+
+
+def _data_parallel_mezo(comm: Communicator) -> dict[str, Any]:
+    comm.stats.reset()
+    baseline = DataParallelMezo(
+        _model(), comm, epsilon=EPS, lr=LR, task="classification", distribution="rademacher"
+    )
+    for step in range(STEPS):
+        baseline.step(direction_seed(7, step, 0), *all_inputs(step, comm.world_size))
+    return {
+        "params": [p.detach().numpy().copy() for p in baseline.model.parameters()],
+        "sent": comm.stats.sent,
+    }
 
 
 def _steps(comm: Communicator, directions: str) -> dict[str, Any]:

@@ -5,9 +5,12 @@
 2. From that checkpoint, plain back-propagation fine-tunes on all ten digits for B steps
    (one process, the same examples per step), and a ``zo_pair`` job with four processors
    fine-tunes for 20·B steps: test accuracies, the copies' checksums, bytes and z generations.
-3. On a two-rank world, ``zo_pair`` steps alternate with single-process MeZO steps over the
-   same inputs (step time), and one step of each method is profiled for peak tensor memory
-   against a back-propagation step on an MLP whose activations dominate.
+3. On a two-rank world, ``zo_pair`` steps alternate with single-process MeZO steps (Gaussian
+   and the same z) and data-parallel MeZO steps over the same inputs (step time), and one step
+   of each method is profiled for peak tensor memory against a back-propagation step on an MLP
+   whose activations dominate.
+4. With ``--netns``: time to a target accuracy against ``ddp`` from the same pretrained start,
+   the two processes on two hosts joined by a slow link (``race.py``).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from tessera_ml.algorithms.zo_pair.model import evaluate, load_weights, make_mod
 from tessera_ml.algorithms.zo_pair.protocol import INPUTS_PER_PROCESSOR
 from tessera_ml.bench.api import BenchArgs, BenchReport
 from tessera_ml.bench.measure import per_step_delta
+from tessera_ml.bench.zo_pair.race import RACE_SETTABLE, race, race_params
 from tessera_ml.bench.zo_pair.speed import SpeedSpec, speed_world
 from tessera_ml.data.resolver import resolve
 from tessera_ml.data.tabular import Dataset
@@ -43,6 +47,7 @@ SETTABLE = (
     "directions",
     "perturbation",
     "timed_steps",
+    *RACE_SETTABLE,
 )
 DATASET = "sklearn:digits"
 
@@ -72,6 +77,8 @@ def _params(args: BenchArgs) -> dict[str, Any]:
         "speed_micro_batch": 16,
         "memory_model_hidden": [256] * 8,
         "memory_micro_batch": 512 if args.quick else 2048,
+        "netns": args.netns,
+        **(race_params(args.quick, extra) if args.netns else {}),
     }
 
 
@@ -194,6 +201,15 @@ def _speed(p: dict[str, Any]) -> dict[str, Any]:
     result["step_time_s"] = max(r["step_time_s"] for r in ranks)
     result["step_cpu_time_s"] = max(r["step_cpu_time_s"] for r in ranks)
     result["z_generations_per_step"] = max(r["z_generations_per_step"] for r in ranks)
+    for key in (
+        "data_parallel_mezo_step_time_s",
+        "data_parallel_mezo_cpu_time_s",
+        "data_parallel_mezo_z_generations_per_step",
+    ):
+        result[key] = max(r[key] for r in ranks)
+    result["waiting_rank_cpu_share"] = ranks[1]["waiting_rank_cpu_share"]
+    if "waiting_rank_cpu_share_threaded" in ranks[1]:
+        result["waiting_rank_cpu_share_threaded"] = ranks[1]["waiting_rank_cpu_share_threaded"]
     return result
 
 
@@ -211,6 +227,9 @@ def bench(args: BenchArgs) -> BenchReport:
     )
     results["step_time_ratio"] = results["step_time_s"] / results["mezo_single_process_step_time_s"]
     results["step_time_ratio_same_z"] = results["step_time_s"] / results["mezo_same_z_step_time_s"]
+    results["step_time_ratio_vs_data_parallel_mezo"] = (
+        results["step_time_s"] / results["data_parallel_mezo_step_time_s"]
+    )
     if "mezo_single_process_cpu_time_s" in results:
         results["step_cpu_time_ratio"] = (
             results["step_cpu_time_s"] / results["mezo_single_process_cpu_time_s"]
@@ -219,4 +238,6 @@ def bench(args: BenchArgs) -> BenchReport:
         results["backprop_test_accuracy"] - results["zo_test_accuracy"]
     )
     results["zo_steps_over_backprop_steps"] = p["zo_steps"] / p["backprop_steps"]
+    if args.netns:
+        results.update(race(p, DATASET, _first_five_digits))
     return BenchReport(params=p, results=results)

@@ -1,9 +1,11 @@
-"""Step time against single-process MeZO, and peak step memory against backprop, on two ranks.
+"""Step time against single-process and data-parallel MeZO, and peak step memory against
+backprop, on two ranks.
 
 ``speed_world`` runs on a real two-rank world. Timing alternates step by step: rank 0 alone runs
-a one-thread MeZO step over the same two inputs (rank 1 waits at a barrier), then both ranks run
-one ``zo_pair`` step; medians over many alternations keep a drifting machine load from favouring
-either side. MeZO with two threads is timed afterwards, and the faster of the two is the baseline.
+a one-thread MeZO step over the same two inputs (rank 1 waits at a barrier), both ranks run a
+data-parallel MeZO step, then a ``zo_pair`` step; medians over many alternations keep a drifting
+machine load from favouring either side. MeZO with two threads is timed afterwards, and the
+faster of the two thread counts is the baseline.
 
 MeZO draws Gaussian z (``mezo_single_process_step_time_s``, the baseline as published); when
 ``zo_pair`` draws another distribution, MeZO is timed with that one as well
@@ -15,6 +17,8 @@ from __future__ import annotations
 import copy
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +30,7 @@ from tessera_ml.algorithms.zo_pair.mezo import MezoStep
 from tessera_ml.algorithms.zo_pair.perturb import Distribution
 from tessera_ml.algorithms.zo_pair.protocol import PairProcessor, Schedule
 from tessera_ml.algorithms.zo_pair.seeds import direction_seed
+from tessera_ml.bench.zo_pair.dp_mezo import DataParallelMezo
 from tessera_ml.bench.zo_pair.memory import peak_step_bytes, tensor_bytes
 from tessera_ml.comm.base import Communicator
 from tessera_ml.models.zoo import build_model
@@ -85,53 +90,64 @@ def _timing(comm: Communicator, spec: SpeedSpec) -> dict[str, float]:
         )
         for kind in kinds
     }
+    data_parallel = DataParallelMezo(
+        copy.deepcopy(model),
+        comm,
+        epsilon=1e-3,
+        lr=1e-4,
+        task="classification",
+        distribution=spec.perturbation,
+    )
     x, y = _inputs(spec, spec.time_micro_batch)
-    ours: list[float] = []
-    ours_cpu: list[float] = []
-    theirs: dict[Distribution, list[float]] = {kind: [] for kind in kinds}
-    theirs_cpu: dict[Distribution, list[float]] = {kind: [] for kind in kinds}
+    ours, dp, waiting = Times(), Times(), Times()
+    theirs = {kind: Times() for kind in kinds}
     for step in range(spec.warmup_steps + spec.timed_steps):
         timed = step >= spec.warmup_steps
-        for kind, baseline in mezo.items():
-            comm.barrier()
-            if comm.rank == 0:
-                began, began_cpu = time.perf_counter(), time.process_time()
-                baseline.step(direction_seed(0, step, 0), x, y)
-                if timed:
-                    theirs[kind].append(time.perf_counter() - began)
-                    theirs_cpu[kind].append(time.process_time() - began_cpu)
+        seed = direction_seed(0, step, 0)
+        for kind in kinds:
+            _alone_on_rank_0(comm, mezo[kind], seed, x, y, theirs[kind], waiting, timed)
         comm.barrier()
-        began, began_cpu = time.perf_counter(), time.process_time()
-        proc.step(step, x, y)
-        if timed:
-            ours.append(time.perf_counter() - began)
-            ours_cpu.append(time.process_time() - began_cpu)
+        with _clock(dp, timed):
+            data_parallel.step(seed, x, y)
+        comm.barrier()
+        with _clock(ours, timed):
+            proc.step(step, x, y)
     steps = spec.warmup_steps + spec.timed_steps
     result = {
-        "step_time_s": statistics.median(ours),
-        "step_cpu_time_s": statistics.median(ours_cpu),
+        "step_time_s": ours.median(),
+        "step_cpu_time_s": ours.cpu_median(),
         "z_generations_per_step": proc.source.generations / steps,
+        "data_parallel_mezo_step_time_s": dp.median(),
+        "data_parallel_mezo_cpu_time_s": dp.cpu_median(),
+        "data_parallel_mezo_z_generations_per_step": data_parallel.source.generations / steps,
     }
     if comm.rank == 0:
         result["mezo_z_generations_per_step"] = mezo["gaussian"].source.generations / steps
         for kind in kinds:
-            result[f"mezo_{kind}_1_thread_step_time_s"] = statistics.median(theirs[kind])
-            result[f"mezo_{kind}_cpu_time_s"] = statistics.median(theirs_cpu[kind])
+            result[f"mezo_{kind}_1_thread_step_time_s"] = theirs[kind].median()
+            result[f"mezo_{kind}_cpu_time_s"] = theirs[kind].cpu_median()
         result["mezo_single_process_cpu_time_s"] = result["mezo_gaussian_cpu_time_s"]
+    else:
+        result["waiting_rank_cpu_share"] = waiting.cpu_share()
     comm.barrier()
     # two threads last: idle OpenMP workers keep spinning for a while after a parallel region
-    if comm.rank == 0 and spec.baseline_threads > 1:
-        torch.set_num_threads(spec.baseline_threads)
-        for kind, baseline in mezo.items():
-            times = []
-            for step in range(steps, steps + spec.warmup_steps + spec.timed_steps // 2):
-                began = time.perf_counter()
-                baseline.step(direction_seed(0, step, 0), x, y)
-                times.append(time.perf_counter() - began)
-            result[f"mezo_{kind}_{spec.baseline_threads}_thread_step_time_s"] = statistics.median(
-                times[spec.warmup_steps :]
-            )
+    if spec.baseline_threads > 1:
+        threaded = {kind: Times() for kind in kinds}
+        wait_threaded = Times()
+        if comm.rank == 0:
+            torch.set_num_threads(spec.baseline_threads)
+        for step in range(steps, steps + spec.warmup_steps + spec.timed_steps):
+            timed = step >= steps + spec.warmup_steps
+            seed = direction_seed(0, step, 0)
+            for kind in kinds:
+                _alone_on_rank_0(comm, mezo[kind], seed, x, y, threaded[kind], wait_threaded, timed)
         torch.set_num_threads(1)
+        if comm.rank == 0:
+            for kind in kinds:
+                key = f"mezo_{kind}_{spec.baseline_threads}_thread_step_time_s"
+                result[key] = threaded[kind].median()
+        else:
+            result["waiting_rank_cpu_share_threaded"] = wait_threaded.cpu_share()
     if comm.rank == 0:
         # each baseline gets whichever thread count serves it best on this machine
         best = {
@@ -147,6 +163,55 @@ def _timing(comm: Communicator, spec: SpeedSpec) -> dict[str, float]:
     comm.barrier()
     result["parallel_capacity"] = _parallel_capacity(comm)
     return result
+
+
+class Times:
+    """Wall and CPU seconds of repeated timed sections."""
+
+    def __init__(self) -> None:
+        self.wall: list[float] = []
+        self.cpu: list[float] = []
+
+    def median(self) -> float:
+        return statistics.median(self.wall)
+
+    def cpu_median(self) -> float:
+        return statistics.median(self.cpu)
+
+    def cpu_share(self) -> float:
+        """CPU seconds over wall seconds, all sections together."""
+        return sum(self.cpu) / sum(self.wall)
+
+
+@contextmanager
+def _clock(times: Times, timed: bool) -> Iterator[None]:
+    began, began_cpu = time.perf_counter(), time.process_time()
+    yield
+    if timed:
+        times.wall.append(time.perf_counter() - began)
+        times.cpu.append(time.process_time() - began_cpu)
+
+
+def _alone_on_rank_0(
+    comm: Communicator,
+    baseline: MezoStep,
+    seed: int,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    times: Times,
+    waiting: Times,
+    timed: bool,
+) -> None:
+    """A MeZO step on rank 0 while rank 1 waits at a barrier, whose CPU use is recorded: a
+    waiting rank that spun would take a core from the baseline."""
+    comm.barrier()
+    if comm.rank == 0:
+        with _clock(times, timed):
+            baseline.step(seed, x, y)
+        comm.barrier()
+    else:
+        with _clock(waiting, timed):
+            comm.barrier()
 
 
 def _parallel_capacity(comm: Communicator, elements: int = 1 << 22, rounds: int = 6) -> float:
