@@ -36,8 +36,9 @@ class _SessionTurns:
     threads that give sessions back (apart from the route threads, so never short of one)."""
 
     def __init__(self, engine: Engine) -> None:
-        self.turns = anyio.Semaphore(REQUEST_SESSIONS)
-        self.closers = anyio.CapacityLimiter(REQUEST_SESSIONS)
+        at_once = REQUEST_SESSIONS.get(engine.dialect.name, min(REQUEST_SESSIONS.values()))
+        self.turns = anyio.Semaphore(at_once)
+        self.closers = anyio.CapacityLimiter(at_once)
         self.local = engine.dialect.name == "sqlite"
 
 
