@@ -23,7 +23,18 @@ from tessera_api.errors import (
 from tessera_api.event_hub import EventHub
 from tessera_api.frontend import mount_dashboard
 from tessera_api.limits import BodySizeLimit
-from tessera_api.routes import algorithms, events, jobs, meta, parties, tasks, telemetry, workers
+from tessera_api.routes import (
+    algorithms,
+    digests,
+    events,
+    jobs,
+    meta,
+    parties,
+    step_times,
+    tasks,
+    telemetry,
+    workers,
+)
 from tessera_api.settings import Settings
 from tessera_ml.registry import all_specs
 from tessera_ml.spec import AlgorithmSpec
@@ -46,7 +57,18 @@ def operation_id(route: APIRoute) -> str:
 
 def api_router() -> APIRouter:
     router = APIRouter(prefix=API_PREFIX)
-    for module in (meta, algorithms, parties, workers, jobs, tasks, telemetry, events):
+    for module in (
+        meta,
+        algorithms,
+        parties,
+        workers,
+        jobs,
+        digests,
+        tasks,
+        telemetry,
+        step_times,
+        events,
+    ):
         declare_problems(module.router, DEPENDENCY_PROBLEMS)
         router.include_router(module.router)
     return router

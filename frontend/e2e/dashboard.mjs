@@ -193,6 +193,109 @@ await check("cancel a running job", async () => {
   await page.goto(jobUrl);
   await page.getByRole("button", { name: "Cancel" }).click();
   await waitForStatus("cancelled", 30000);
+  // each rank says it stopped, in one line, without a traceback of the broken collective
+  const logs = page.getByRole("region", { name: "Logs" });
+  await logs.getByText("rank 0 stopped: the job was cancelled").waitFor({ timeout: 15000 });
+  if (((await logs.locator(".logs").textContent()) ?? "").includes("Traceback")) throw new Error("a traceback in a cancel's logs");
+});
+
+/** Waits through the API until a job reaches one of `statuses`; returns the job. */
+async function waitForJob(id, statuses, timeout = TIMEOUT) {
+  const deadline = Date.now() + timeout;
+  for (;;) {
+    const job = await apiCall(ADMIN_TOKEN, "GET", `/jobs/${id}`);
+    if (statuses.includes(job.status)) return job;
+    if (Date.now() > deadline) throw new Error(`job ${id} is ${job.status}: ${job.status_reason}`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
+let splitId = null;
+await check("split_nn's logs hold every rank's lines, named by party and role, with filters; bytes between parties; a wall-clock axis", async () => {
+  const created = await apiCall(ADMIN_TOKEN, "POST", "/jobs", {
+    name: "e2e-split",
+    algorithm: "split_nn",
+    config: { steps: 20, eval_every: 0, report_every: 5 },
+    assignments: [
+      { party: SECOND_PARTY, role: "feature" },
+      { party: "alice", role: "label" },
+    ],
+  });
+  splitId = created.id;
+  const job = await waitForJob(splitId, ["succeeded", "failed", "cancelled"]);
+  if (job.status !== "succeeded") throw new Error(`split_nn ${job.status}: ${job.status_reason}`);
+  await page.goto(`${BASE_URL}/jobs/${splitId}`);
+  const logs = page.getByRole("region", { name: "Logs" });
+  await logs.getByText(/rank 0 finished in/).waitFor();
+  await logs.getByText(/progress: step 20\/20/).first().waitFor();
+  const text = (await logs.locator(".logs").textContent()) ?? "";
+  for (const who of [`${SECOND_PARTY} · feature r0`, "alice · label r1"]) if (!text.includes(who)) throw new Error(`no line of ${who}`);
+  await logs.getByLabel("Party").selectOption(SECOND_PARTY);
+  const lines = await logs.locator(".log-line .log-meta").allTextContents();
+  if (!lines.length || lines.some((l) => !l.includes(`${SECOND_PARTY} · feature`))) throw new Error(`party filter kept ${lines.join(" / ")}`);
+  await logs.getByLabel("Level").selectOption("error");
+  await logs.getByText("No line matches the filters.").waitFor();
+  const matrix = page.getByRole("region", { name: "Bytes between parties" });
+  const cell = matrix.locator(`td[data-from="${SECOND_PARTY}"][data-to="alice"]`);
+  if (!/\d/.test((await cell.textContent()) ?? "")) throw new Error(`matrix cell ${await cell.textContent()}`);
+  const legendCase = await page.locator(".u-legend th").first().evaluate((el) => getComputedStyle(el).textTransform);
+  if (legendCase !== "none") throw new Error(`chart legends are ${legendCase}`);
+  // over wall-clock time, the counters are rates per second
+  await page.getByRole("group", { name: "Chart options" }).getByLabel("x axis").selectOption("time");
+  await page.locator(".u-title", { hasText: "bytes_sent per second" }).waitFor();
+});
+
+const THIRD_WORKER = process.env.THIRD_WORKER;
+if (THIRD_WORKER) {
+  await check("mpc_mixed's logs hold every role's lines, the dealer's included, and the bytes the dealer sent", async () => {
+    const created = await apiCall(ADMIN_TOKEN, "POST", "/jobs", {
+      name: "e2e-mpc",
+      algorithm: "mpc_mixed",
+      config: { hidden: [8], batch_size: 32, epochs: 1, max_steps: 4, log_every: 1 },
+      assignments: [
+        { party: "alice", role: "compute" },
+        { party: SECOND_PARTY, role: "compute" },
+        { party: THIRD_WORKER, role: "dealer" },
+        { party: "alice", role: "features" },
+        { party: SECOND_PARTY, role: "labels" },
+      ],
+    });
+    const job = await waitForJob(created.id, ["succeeded", "failed", "cancelled"]);
+    if (job.status !== "succeeded") throw new Error(`mpc_mixed ${job.status}: ${job.status_reason}`);
+    await page.goto(`${BASE_URL}/jobs/${created.id}`);
+    const logs = page.getByRole("region", { name: "Logs" });
+    await logs.getByText(/rank 2 finished in/).waitFor();
+    const text = (await logs.locator(".logs").textContent()) ?? "";
+    for (const who of ["alice · compute r0", `${SECOND_PARTY} · compute r1`, `${THIRD_WORKER} · dealer r2`, "progress: step 4"]) {
+      if (!text.includes(who)) throw new Error(`no line of ${who}`);
+    }
+    // the dealer reports no traffic itself: the worker's counters show what it sent
+    const cell = page.getByRole("region", { name: "Bytes between parties" }).locator(`td[data-from="${THIRD_WORKER}"][data-to="${SECOND_PARTY}"]`);
+    if (!/[KMG]iB/.test((await cell.textContent()) ?? "")) throw new Error(`dealer sent ${await cell.textContent()}`);
+  });
+}
+
+await check("compare two jobs: overlay, final metrics and configuration differences; the jobs list shows duration and result", async () => {
+  const runId = runUrl.split("/").pop();
+  await page.goto(`${BASE_URL}/compare?job=${runId}&job=${splitId}&metric=loss`);
+  await page.waitForFunction(() => Number(document.querySelector('figure[aria-label="loss by job chart"]')?.getAttribute("data-points") ?? 0) > 0);
+  await page.getByRole("region", { name: "Final metrics" }).getByRole("row", { name: /^loss/ }).waitFor();
+  await page.getByRole("region", { name: "Configuration differences" }).getByRole("row", { name: /^algorithm/ }).waitFor();
+  await page.goto(`${BASE_URL}/jobs`);
+  const row = page.getByRole("table", { name: "Jobs" }).getByRole("row", { name: /e2e-split/ });
+  // split_nn's result is its accuracy
+  await row.getByText("accuracy", { exact: true }).waitFor();
+  if (!/\d+ s/.test((await row.getByTestId("duration").textContent()) ?? "")) throw new Error("no duration");
+});
+
+await check("the dashboard's assets are served compressed and cached for good", async () => {
+  const index = await fetch(`${BASE_URL}/`, { headers: { "Accept-Encoding": "gzip" } });
+  const html = await index.text();
+  if (index.headers.get("cache-control") !== "no-cache") throw new Error(`index.html: ${index.headers.get("cache-control")}`);
+  const script = /src="([^"]+\.js)"/.exec(html)?.[1];
+  const asset = await fetch(`${BASE_URL}${script}`, { headers: { "Accept-Encoding": "gzip" } });
+  if (asset.headers.get("content-encoding") !== "gzip") throw new Error(`${script} sent without compression`);
+  if (!asset.headers.get("cache-control")?.includes("immutable")) throw new Error(`${script}: ${asset.headers.get("cache-control")}`);
 });
 
 /** A call to the control plane's API with a given token; throws the problem's detail on failure. */

@@ -79,6 +79,9 @@ ROUTES: list[
     ("POST", "/jobs/{job}/approve", lambda w: {"reason": "fine"}, DENIED, OK, HIDDEN),
     ("POST", "/jobs/{job}/reject", lambda w: {"reason": "no"}, DENIED, OK, HIDDEN),
     ("GET", "/jobs/{job}/transitions", None, OK, OK, DENIED),
+    ("GET", "/jobs/{job}/step-times", None, OK, OK, DENIED),
+    # a job the caller does not see is left out of the answer rather than refused
+    ("GET", "/job-digests?ids={job}", None, OK, OK, OK),
     ("GET", "/tasks/{task}", None, OK, OK, DENIED),
     (
         "POST",

@@ -7,6 +7,7 @@ from pathlib import Path
 from fastapi.testclient import TestClient
 
 from tessera_api.app import create_app
+from tessera_api.frontend import accepts_gzip
 from tessera_api.settings import Settings
 from tests.backend.conftest import ADMIN_TOKEN, SPECS
 
@@ -36,3 +37,45 @@ def test_no_dashboard_no_root(tmp_path: Path) -> None:
     settings = Settings(home=tmp_path, admin_token=ADMIN_TOKEN, frontend_dist=tmp_path / "none")
     client = TestClient(create_app(settings, specs=SPECS))
     assert client.get("/").status_code == 404
+
+
+def test_hashed_assets_are_cached_for_good_and_text_is_sent_compressed(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    (dist / "assets").mkdir(parents=True)
+    (dist / "index.html").write_text('<html><script src="/assets/index-AbCd1234.js"></script>')
+    script = "export const answer = 42;\n" * 400
+    (dist / "assets" / "index-AbCd1234.js").write_text(script)
+    settings = Settings(home=tmp_path, admin_token=ADMIN_TOKEN, frontend_dist=dist)
+    client = TestClient(create_app(settings, specs=SPECS))
+
+    asset = client.get("/assets/index-AbCd1234.js", headers={"Accept-Encoding": "gzip"})
+    assert asset.headers["cache-control"] == "public, max-age=31536000, immutable"
+    assert asset.headers["content-encoding"] == "gzip"
+    assert int(asset.headers["content-length"]) < len(script) / 10
+    assert asset.text == script  # the client decompresses
+    assert asset.headers["content-type"].startswith("text/javascript")
+    again = client.get(
+        "/assets/index-AbCd1234.js",
+        headers={"Accept-Encoding": "gzip", "If-None-Match": asset.headers["etag"]},
+    )
+    assert again.status_code == 304
+
+    plain = client.get("/assets/index-AbCd1234.js", headers={"Accept-Encoding": "gzip;q=0"})
+    assert "content-encoding" not in plain.headers
+    assert plain.text == script
+
+    for page in ("/", "/jobs/abc"):
+        index = client.get(page, headers={"Accept-Encoding": "gzip"})
+        assert index.headers["cache-control"] == "no-cache"
+        assert "index-AbCd1234.js" in index.text
+        unchanged = client.get(page, headers={"If-None-Match": index.headers["etag"]})
+        assert unchanged.status_code == 304
+
+
+def test_gzip_acceptance() -> None:
+    assert accepts_gzip("gzip, deflate, br")
+    assert accepts_gzip("br;q=1.0, gzip;q=0.8")
+    assert accepts_gzip("*")
+    assert not accepts_gzip("gzip;q=0")
+    assert not accepts_gzip("br")
+    assert not accepts_gzip("")

@@ -1,13 +1,16 @@
 """The dashboard in headless Chromium against a real control plane and real local workers.
 
-Starts ``tessera up`` (API, dashboard, workers for alice and bob, embedded broker; carol is a
-party without a worker) and runs ``frontend/e2e/dashboard.mjs``: sign in, a validation error for
+Starts ``tessera up`` (API, dashboard, workers for alice, bob and dave, embedded broker; carol is
+a party without a worker) and runs ``frontend/e2e/dashboard.mjs``: sign in, a validation error for
 a bad configuration, a job created through the form that succeeds with points on its loss chart,
 its page (overview, final metrics, roles, the configuration's changes, no Retry), run again with
 changes, a nested field's error at that field, every algorithm accepted with the form's own
-defaults, a cancelled job, and consent: with carol's policy set to ask her, a job of alice's waits
-for carol, who approves one from her waiting list and rejects another on its page; and no console
-error throughout.
+defaults, a cancelled job whose logs say so in one line per rank, a split_nn job whose logs hold
+every rank's lines (filtered by party and level) with the bytes between parties, an mpc_mixed
+job whose dealer (dave) has its lines and the bytes it sent, two jobs compared, the jobs list's
+duration and result, compressed and cached assets, and consent: with carol's policy set to ask
+her, a job of alice's waits for carol, who approves one from her waiting list and rejects another
+on its page; and no console error throughout.
 """
 
 from __future__ import annotations
@@ -74,9 +77,9 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             "--port",
             str(port),
             "--parties",
-            "alice,bob,carol",
+            "alice,bob,carol,dave",
             "--workers",
-            "alice,bob",
+            "alice,bob,dave",
         ],
         cwd=home,
         env=env,
@@ -86,7 +89,7 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_for_workers(base, count=2, proc=proc, log=home / "up.log")
+        _wait_for_workers(base, count=3, proc=proc, log=home / "up.log")
         yield base
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
@@ -121,6 +124,7 @@ def test_dashboard_end_to_end(system: str, tmp_path: Path) -> None:
         "CHROMIUM": CHROMIUM,
         "ALGORITHM": "ddp",
         "SECOND_PARTY": "bob",
+        "THIRD_WORKER": "dave",
         "CREATOR_TOKEN": PARTY_TOKENS["alice"],
         "APPROVER_TOKEN": PARTY_TOKENS["carol"],
         "JOB_CONFIG": json.dumps({"steps": 30, "log_interval": 5}),
@@ -137,5 +141,5 @@ def test_dashboard_end_to_end(system: str, tmp_path: Path) -> None:
     )
     print(result.stdout, result.stderr)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "12 passed, 0 failed" in result.stdout
+    assert "16 passed, 0 failed" in result.stdout
     assert (tmp_path / "job-detail.png").stat().st_size > 10_000

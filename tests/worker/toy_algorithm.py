@@ -2,11 +2,13 @@
 
 Options come from the configuration: ``steps``, ``step_s`` (sleep per step), ``crash_rank`` and
 ``crash_step`` (that rank raises there), ``hang_rank`` and ``hang_step`` (that rank sleeps for an
-hour there), ``checkpoint_every``.
+hour there), ``checkpoint_every``, ``chatty`` (print each step and log a warning through
+``logging`` once).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -24,6 +26,8 @@ def run(ctx: RankContext) -> dict[str, Any]:
     start = int(state["step"])
     ctx.reporter.log(f"starting at step {start}")
     total = float(state["total"])
+    if options.get("chatty"):
+        logging.getLogger("toy").warning("a warning through logging")
     for step in range(start + 1, steps + 1):
         if ctx.stop.is_set():
             break
@@ -36,6 +40,8 @@ def run(ctx: RankContext) -> dict[str, Any]:
         total += float(value.item())
         ctx.reporter.metrics(step, {"loss": 1.0 / step, "total": total})
         ctx.reporter.progress(step, steps)
+        if options.get("chatty"):
+            print(f"toy step {step} done")
         every = int(options.get("checkpoint_every", 0))
         if every and step % every == 0:
             ctx.save_checkpoint(step, {"step": step, "total": total})

@@ -9,41 +9,12 @@ holds on the rank's device (``gpu_memory_allocated_bytes``, ``gpu_memory_reserve
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
-from tessera_ml.report import Reporter
+from tessera_worker.metric_watch import MetricWatch, StepTracking
 
-
-class StepTracking:
-    """A reporter that remembers the latest step the rank reported (metrics or progress)."""
-
-    def __init__(self, inner: Reporter) -> None:
-        self.inner = inner
-        self.step = 0
-
-    def metrics(self, step: int, values: Mapping[str, float]) -> None:
-        self.step = max(self.step, step)
-        self.inner.metrics(step, values)
-
-    def progress(self, step: int, total: int | None) -> None:
-        self.step = max(self.step, step)
-        self.inner.progress(step, total)
-
-    def log(self, message: str, *, level: str = "info") -> None:
-        self.inner.log(message, level=level)
-
-    def checkpoint(self, step: int, uri: str, size: int, sha256: str) -> None:
-        self.inner.checkpoint(step, uri, size, sha256)
-
-    def flush(self) -> None:
-        self.inner.flush()
-
-    def close(self) -> None:
-        close = getattr(self.inner, "close", None)
-        if close is not None:
-            close()
+__all__ = ["GpuWatch", "StepTracking", "sample"]
 
 
 def sample(device: Any) -> dict[str, float]:
@@ -70,7 +41,7 @@ def _nvml(device: Any) -> dict[str, float]:
     return {"gpu_utilization": percent / 100.0, "gpu_memory_used_bytes": float(used)}
 
 
-class GpuWatch:
+class GpuWatch(MetricWatch):
     """Samples ``read()`` every ``interval_s`` and reports it at the rank's latest step."""
 
     def __init__(
@@ -80,31 +51,4 @@ class GpuWatch:
         *,
         interval_s: float = 5.0,
     ) -> None:
-        self._reporter = reporter
-        self._read = read
-        self._interval_s = interval_s
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="gpu-watch", daemon=True)
-
-    def __enter__(self) -> GpuWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=self._interval_s + 1.0)
-        self._report()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            self._report()
-
-    def _report(self) -> None:
-        try:
-            values = self._read()
-        except Exception as exc:  # a device gone bad must not end the rank from here
-            self._reporter.log(f"GPU facts unavailable: {exc}", level="warning")
-            self._stop.set()
-            return
-        if values:
-            self._reporter.metrics(self._reporter.step, values)
+        super().__init__(reporter, read, interval_s=interval_s, what="GPU facts")

@@ -24,14 +24,10 @@ from tessera_ml.security.pki import write_private
 from tessera_worker import procs
 from tessera_worker.identity import TaskCredentials
 from tessera_worker.launch import RankLaunch, Rendezvous, TaskLaunch
+from tessera_worker.peer_loss import lost_a_peer
 from tessera_worker.rank import failure_marker
 
 MAX_REASON = 2000
-PEER_LOST = re.compile(
-    r"connection (closed|reset) by peer|remote worker|DistNetworkError|broken pipe"
-    r"|peer closed the link|LinkError",
-    re.IGNORECASE,
-)
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY", re.IGNORECASE)
 RANK_SAFE_TESSERA = frozenset({"TESSERA_RANK_THREADS"})
 
@@ -85,7 +81,7 @@ class Outcome:
     @property
     def lost_a_peer(self) -> bool:
         """The rank failed because another rank went away: probably not the cause."""
-        return self.status == "failed" and bool(PEER_LOST.search("\n".join(self.last_lines)))
+        return self.status == "failed" and lost_a_peer("\n".join(self.last_lines))
 
 
 @dataclass

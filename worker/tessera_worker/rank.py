@@ -21,11 +21,21 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tessera_worker.gpu_watch import GpuWatch, StepTracking
+from tessera_worker.gpu_watch import GpuWatch
 from tessera_worker.gpu_watch import sample as gpu_sample
 from tessera_worker.launch import RankLaunch
+from tessera_worker.metric_watch import MetricWatch, StepTracking
 from tessera_worker.output import forward_output
+from tessera_worker.peer_loss import lost_a_peer
+from tessera_worker.process_sample import ProcessSample
 from tessera_worker.procs import die_with_parent
+from tessera_worker.progress_lines import ProgressLines
+from tessera_worker.traffic_sample import TrafficSample
+
+SYSTEM_INTERVAL_S = 5.0
+PEER_STOP_GRACE_S = 3.0
+"""How long a rank whose link to a peer broke waits to be told to stop too: a peer stopped
+first (a cancel reaches the parties' workers one after the other) is not a failure."""
 
 
 def failure_marker(spec_path: Path) -> Path:
@@ -66,7 +76,11 @@ def _entry(entry_point: str) -> Any:
     return getattr(importlib.import_module(module_name), func_name)
 
 
-def run(spec: RankLaunch, stop: threading.Event, on_error: Callable[[], None]) -> Any:
+def run(
+    spec: RankLaunch, reporter: StepTracking, stop: threading.Event, on_error: Callable[[], None]
+) -> Any:
+    """Join the world and run the entry point; ``on_error`` is called as soon as it fails
+    (unless the rank was told to stop), and the caller reports what comes out of it."""
     import torch
 
     from tessera_ml.comm.world import join_world
@@ -96,20 +110,13 @@ def run(spec: RankLaunch, stop: threading.Event, on_error: Callable[[], None]) -
         timeout_s=spec.rendezvous_timeout_s,
         collective_timeout_s=spec.collective_timeout_s,
     )
-    comm = world.comm
-    reporter = StepTracking(_reporter(spec))
-    watch = (
-        GpuWatch(reporter, lambda: gpu_sample(device))
-        if device.type == "cuda"
-        else contextlib.nullcontext()
-    )
     ctx = RankContext(
         rank=spec.rank,
         world_size=spec.world_size,
         slot=plan[spec.rank],
         plan=plan,
         config=config,
-        comm=comm,
+        comm=world.comm,
         device=device,
         reporter=reporter,
         stop=stop,
@@ -119,21 +126,29 @@ def run(spec: RankLaunch, stop: threading.Event, on_error: Callable[[], None]) -
         job_id=spec.job_id,
         attempt=spec.attempt,
     )
-    failed = False
+    watches = contextlib.ExitStack()
+    if device.type == "cuda":
+        watches.enter_context(GpuWatch(reporter, lambda: gpu_sample(device)))
+    traffic = TrafficSample(world.comm.stats, reporter)
+    watches.enter_context(
+        MetricWatch(reporter, traffic, interval_s=SYSTEM_INTERVAL_S, what="traffic")
+    )
+    finished = False
     try:
-        with forward_output(reporter), watch:
-            try:
-                return _entry(spec.entry_point)(ctx)
-            except BaseException:
-                failed = True
-                on_error()
-                reporter.log(traceback.format_exc(), level="error")
-                raise
+        with watches:
+            result = _entry(spec.entry_point)(ctx)
+        finished = True
+        return result
+    except BaseException as exc:
+        if not stop.is_set() and lost_a_peer(f"{type(exc).__name__}: {exc}"):
+            stop.wait(PEER_STOP_GRACE_S)
+        if not stop.is_set():
+            on_error()
+        raise
     finally:
-        reporter.close()
-        # a failed attempt ends for every rank: waiting for the others to leave only delays
-        # the report (and a rank that died never leaves)
-        world.close(linger_s=0.0 if failed else 10.0)
+        # a failed or stopped attempt ends for every rank: waiting for the others to leave only
+        # delays the report (and a rank that died never leaves)
+        world.close(linger_s=10.0 if finished and not stop.is_set() else 0.0)
 
 
 def _loose_config(raw: dict[str, Any]) -> Any:
@@ -155,16 +170,54 @@ def main(argv: list[str] | None = None) -> int:
     spec = RankLaunch.model_validate_json(spec_path.read_text())
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    print(f"rank {spec.rank}/{spec.world_size} of job {spec.job_id} starting", flush=True)
+    progress = ProgressLines(_reporter(spec))
+    reporter = StepTracking(progress)
     try:
-        run(spec, stop, on_error=lambda: note_failure(spec_path))
-    except BaseException:
+        with (
+            forward_output(reporter),
+            MetricWatch(
+                reporter, ProcessSample(), interval_s=SYSTEM_INTERVAL_S, what="process facts"
+            ),
+        ):
+            print(f"rank {spec.rank}/{spec.world_size} of job {spec.job_id} starting", flush=True)
+            started = time.monotonic()
+            code = _run_reported(spec, spec_path, reporter, stop)
+            progress.describe_last()
+            if stop.is_set():
+                print(f"rank {spec.rank} stopped: the job was cancelled", flush=True)
+            elif code == 0:
+                took = time.monotonic() - started
+                print(f"rank {spec.rank} finished in {took:.1f} s", flush=True)
+            return code
+    finally:
+        reporter.close()
+
+
+def _run_reported(
+    spec: RankLaunch, spec_path: Path, reporter: StepTracking, stop: threading.Event
+) -> int:
+    """Run the rank; its exit code. A failure's traceback goes to the logs as one entry."""
+    try:
+        run(spec, reporter, stop, on_error=lambda: note_failure(spec_path))
+    except BaseException as exc:
+        if stop.is_set():
+            # a peer stopped first and the collective broke: the cancel, not a failure
+            _local(f"(while stopping: {type(exc).__name__}: {exc})")
+            return 0
         note_failure(spec_path)
-        traceback.print_exc()
-        sys.stderr.flush()
+        text = traceback.format_exc()
+        reporter.log(text.rstrip(), level="error")
+        _local(text)  # the launcher reads the failure's reason from the local log
         return 1
-    print(f"rank {spec.rank} finished{' (stopped)' if stop.is_set() else ''}", flush=True)
     return 0
+
+
+def _local(text: str) -> None:
+    """Write to the rank's own log file only, not to the control plane."""
+    stream = sys.__stderr__
+    if stream is not None:
+        stream.write(text if text.endswith("\n") else text + "\n")
+        stream.flush()
 
 
 def exit_now(code: int) -> None:

@@ -11,6 +11,7 @@ export type WorkerPublic = Schemas["WorkerPublic"];
 export type Series = Schemas["Series"];
 export type ApprovalPublic = Schemas["ApprovalPublic"];
 export type PartyPolicy = Schemas["PartyPolicy"];
+export type JobDigest = Schemas["JobDigest"];
 
 /** Every error the control plane returns: RFC 9457 problem details with a stable code. */
 export interface Problem {

@@ -60,6 +60,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/v1/job-digests": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Job Digests
+         * @description Attempts and final metrics of each visible job asked for (others are left out).
+         */
+        get: operations["jobs-list_job_digests"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/v1/jobs": {
         parameters: {
             query?: never;
@@ -274,6 +294,26 @@ export interface paths {
          * @description Run a finished job again as a new attempt, from a checkpoint when one exists.
          */
         post: operations["jobs-retry_job"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/jobs/{job_id}/step-times": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Read Step Times
+         * @description When each step of an attempt (default: the latest) was first reported.
+         */
+        get: operations["telemetry-read_step_times"];
+        put?: never;
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -763,6 +803,24 @@ export interface components {
             /** Msg */
             msg: string;
         };
+        /** FinalValue */
+        FinalValue: {
+            /**
+             * Rank
+             * @description The lowest rank that reports the metric
+             */
+            rank: number;
+            /**
+             * Step
+             * @description The last step the series reached
+             */
+            step: number;
+            /**
+             * Value
+             * @description The series' last reported value
+             */
+            value: number;
+        };
         /** Health */
         Health: {
             /**
@@ -815,6 +873,20 @@ export interface components {
              * @default 0
              */
             priority: number;
+        };
+        /** JobDigest */
+        JobDigest: {
+            /** Attempts */
+            attempts: number;
+            /** Id */
+            id: string;
+            /**
+             * Metrics
+             * @description Each metric of the latest attempt without a breakdown (no dot in its name)
+             */
+            metrics: {
+                [key: string]: components["schemas"]["FinalValue"];
+            };
         };
         /** JobPublic */
         JobPublic: {
@@ -1317,6 +1389,27 @@ export interface components {
              */
             value: number;
         };
+        /** StepTime */
+        StepTime: {
+            /** Step */
+            step: number;
+            /**
+             * Time
+             * Format: date-time
+             * @description When a rank first reported a metric at this step
+             */
+            time: string;
+        };
+        /** StepTimes */
+        StepTimes: {
+            /** Attempt */
+            attempt: number | null;
+            /**
+             * Points
+             * @description By step; evenly thinned to max_points
+             */
+            points: components["schemas"]["StepTime"][];
+        };
         /** TaskCredentials */
         TaskCredentials: {
             /** Ca Certificate */
@@ -1672,6 +1765,56 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Health"];
+                };
+            };
+        };
+    };
+    "jobs-list_job_digests": {
+        parameters: {
+            query: {
+                /** @description Ids of the jobs (at most 100) */
+                ids: string[];
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobDigest"][];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
                 };
             };
         };
@@ -2752,6 +2895,67 @@ export interface operations {
             };
             /** @description Request Entity Too Large */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "telemetry-read_step_times": {
+        parameters: {
+            query?: {
+                attempt?: number;
+                max_points?: number;
+            };
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["StepTimes"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -13,7 +13,7 @@ function themeColor(name: string, fallback: string): string {
   return value || fallback;
 }
 
-const PALETTE = ["#2563eb", "#db2777", "#16a34a", "#ea580c", "#7c3aed", "#0891b2", "#ca8a04", "#64748b"];
+const PALETTE = ["#2563eb", "#db2777", "#16a34a", "#ea580c", "#7c3aed", "#0891b2", "#ca8a04", "#64748b", "#dc2626", "#0d9488", "#9333ea", "#65a30d"];
 
 const COMPACT = new Intl.NumberFormat("en", { notation: "compact", maximumSignificantDigits: 3 });
 
@@ -23,14 +23,15 @@ export function compact(value: number): string {
 }
 
 /** Aligns several (step, value) series on one x axis, as uPlot expects. */
-export function alignSeries(series: Series[]): uPlot.AlignedData {
+export function alignSeries(series: Series[], positiveOnly = false): uPlot.AlignedData {
   const steps = new Set<number>();
   for (const s of series) for (const [x] of s.points) steps.add(x);
   const xs = [...steps].sort((a, b) => a - b);
   const index = new Map(xs.map((x, i) => [x, i]));
   const columns = series.map((s) => {
     const col: (number | null)[] = new Array(xs.length).fill(null);
-    for (const [x, y] of s.points) col[index.get(x)!] = y;
+    // a log scale has no place for zero or below
+    for (const [x, y] of s.points) col[index.get(x)!] = positiveOnly && y <= 0 ? null : y;
     return col;
   });
   return [xs, ...columns] as uPlot.AlignedData;
@@ -41,10 +42,14 @@ interface Props {
   series: Series[];
   height?: number;
   yLabel?: string;
+  xLabel?: string;
+  /** Tick and legend text of a value (default: `compact`). */
+  format?: (value: number) => string;
+  logScale?: boolean;
 }
 
 /** A line chart for long runs: uPlot draws hundreds of thousands of points smoothly. */
-export function LineChart({ title, series, height = 220, yLabel }: Props) {
+export function LineChart({ title, series, height = 220, yLabel, xLabel = "step", format = compact, logScale = false }: Props) {
   const theme = useThemeName();
   const host = useRef<HTMLDivElement>(null);
   const plot = useRef<uPlot | null>(null);
@@ -58,29 +63,32 @@ export function LineChart({ title, series, height = 220, yLabel }: Props) {
       title,
       width: host.current.clientWidth || 480,
       height,
-      scales: { x: { time: false } },
+      scales: { x: { time: false }, y: logScale ? { distr: 3 } : {} },
       axes: [
-        { label: "step", stroke: muted, grid: { stroke: grid }, ticks: { stroke: grid } },
+        { label: xLabel, stroke: muted, grid: { stroke: grid }, ticks: { stroke: grid } },
         {
           label: yLabel,
           stroke: muted,
           grid: { stroke: grid },
           ticks: { stroke: grid },
           size: 56,
-          values: (_u, ticks) => ticks.map(compact),
+          values: (_u, ticks) => ticks.map(format),
         },
       ],
       series: [
-        { label: "step" },
+        { label: xLabel },
         ...series.map((s, i) => ({
           label: s.label,
           stroke: PALETTE[i % PALETTE.length],
           width: 1.5,
           spanGaps: true,
+          // a series of a point or two has no line to speak of: its points are drawn
+          points: { show: s.points.length <= 2 || undefined, size: 7 },
+          value: (_u: uPlot, v: number | null) => (v == null ? "—" : format(v)),
         })),
       ],
     };
-    const u = new uPlot(opts, alignSeries(series), host.current);
+    const u = new uPlot(opts, alignSeries(series, logScale), host.current);
     plot.current = u;
     const resize = new ResizeObserver(() => {
       if (host.current) u.setSize({ width: host.current.clientWidth, height });
@@ -92,11 +100,11 @@ export function LineChart({ title, series, height = 220, yLabel }: Props) {
       plot.current = null;
     };
     // rebuilt only when the set of series changes; data updates go through setData below
-  }, [title, height, labels, yLabel, theme]);
+  }, [title, height, labels, yLabel, xLabel, theme, logScale, format]);
 
   useEffect(() => {
-    plot.current?.setData(alignSeries(series));
-  }, [series]);
+    plot.current?.setData(alignSeries(series, logScale));
+  }, [series, logScale]);
 
   const total = series.reduce((n, s) => n + s.points.length, 0);
   return (

@@ -61,6 +61,7 @@ export function JobDetailPage() {
     onSuccess: refresh,
   });
 
+  const partyOf = useCallback((rank: number) => (job.data ? partyOfRank(job.data, rank) : undefined), [job.data]);
   const rankLabel = useCallback(
     (rank: number) => {
       const party = job.data ? partyOfRank(job.data, rank) : undefined;
@@ -135,7 +136,7 @@ export function JobDetailPage() {
       <JobOverview job={j} series={metrics.data?.series ?? []} />
 
       <section aria-label="Charts">
-        <MetricCharts series={metrics.data?.series ?? []} rankLabel={rankLabel} />
+        <MetricCharts series={metrics.data?.series ?? []} rankLabel={rankLabel} partyOf={partyOf} jobId={jobId} />
       </section>
 
       <section className="panel" style={{ marginTop: "1rem", overflowX: "auto" }}>
@@ -150,7 +151,7 @@ export function JobDetailPage() {
 
       {!approvalsFirst && <JobApprovals job={j} />}
 
-      <LogViewer jobId={jobId} taskIds={attempt?.tasks.map((t) => t.id) ?? []} live={live} />
+      <LogViewer job={j} live={live} />
 
       <div className="charts">
         <section className="panel" aria-label="Timeline">

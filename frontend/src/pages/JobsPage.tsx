@@ -6,6 +6,29 @@ import { StatusChip } from "../components/StatusChip";
 import { pollEvery } from "../hooks/polling";
 import { formatTime, JOB_STATUSES, useAlgorithms, useParties } from "../hooks/queries";
 import { causeOf } from "../components/ErrorText";
+import { durationOf, formatDuration } from "../components/JobOverview";
+import { formatValue, unitOf } from "../components/metricFamilies";
+import { headline, useDigests } from "../hooks/digests";
+import type { JobDigest, JobSummary } from "../api/client";
+
+/** Columns the server sorts by (over every page), and those sorted on this page only. */
+const SERVER_SORTS: Record<string, string> = { name: "name", created: "created_at", priority: "priority" };
+type PageSort = "duration" | "attempts" | "headline";
+
+export function sortPage(rows: JobSummary[], by: PageSort, descending: boolean, digests: Map<string, JobDigest> | undefined, now = Date.now()): JobSummary[] {
+  const key = (j: JobSummary): number | null => {
+    if (by === "duration") return durationOf(j, now);
+    if (by === "attempts") return digests?.get(j.id)?.attempts ?? null;
+    return headline(digests?.get(j.id))?.value ?? null;
+  };
+  // jobs without the value go last either way
+  return [...rows].sort((a, b) => {
+    const ka = key(a);
+    const kb = key(b);
+    if (ka === null || kb === null) return (ka === null ? 1 : 0) - (kb === null ? 1 : 0);
+    return descending ? kb - ka : ka - kb;
+  });
+}
 
 const PAGE = 20;
 
@@ -15,12 +38,13 @@ export function JobsPage() {
   const algorithm = params.get("algorithm") ?? "";
   const party = params.get("party") ?? "";
   const q = params.get("q") ?? "";
+  const sort = params.get("sort") ?? "-created";
   const page = Number(params.get("page") ?? "0");
   const algorithms = useAlgorithms();
   const parties = useParties();
 
   const jobs = useQuery({
-    queryKey: ["jobs", status, algorithm, party, q, page],
+    queryKey: ["jobs", status, algorithm, party, q, page, serverSort(sort)],
     queryFn: async () =>
       unwrap(
         await api.GET("/api/v1/jobs", {
@@ -30,6 +54,7 @@ export function JobsPage() {
               algorithm: algorithm || undefined,
               party: party || undefined,
               q: q || undefined,
+              sort: serverSort(sort) as never,
               limit: PAGE,
               offset: page * PAGE,
             },
@@ -48,6 +73,19 @@ export function JobsPage() {
     setParams(next, { replace: true });
   };
   const pages = Math.max(1, Math.ceil((jobs.data?.count ?? 0) / PAGE));
+  const digests = useDigests(jobs.data?.data.map((j) => j.id) ?? [], 5000);
+  const descending = sort.startsWith("-");
+  const column = sort.replace(/^-/, "");
+  const rows = jobs.data?.data ?? [];
+  const shown = column in SERVER_SORTS ? rows : sortPage(rows, column as PageSort, descending, digests.data);
+  const header = (key: string, label: string, title?: string) => (
+    <th aria-sort={column === key ? (descending ? "descending" : "ascending") : "none"} title={title}>
+      <button type="button" className="link sort" onClick={() => set("sort", column === key && !descending ? `-${key}` : column === key ? key : key === "name" ? key : `-${key}`)}>
+        {label}
+        {column === key ? (descending ? " ▼" : " ▲") : ""}
+      </button>
+    </th>
+  );
 
   return (
     <>
@@ -96,16 +134,19 @@ export function JobsPage() {
         <table aria-label="Jobs">
           <thead>
             <tr>
-              <th>Name</th>
+              {header("name", "Name")}
               <th>Algorithm</th>
               <th>Status</th>
               <th>Parties</th>
-              <th>Created</th>
+              {header("created", "Created")}
+              {header("duration", "Duration", "sorts this page")}
+              {header("attempts", "Attempts", "sorts this page")}
+              {header("headline", "Result", "the job's accuracy or AUC, else its loss; sorts this page")}
               <th>Reason</th>
             </tr>
           </thead>
           <tbody>
-            {jobs.data?.data.map((j) => (
+            {shown.map((j) => (
               <tr key={j.id}>
                 <td>
                   <Link to={`/jobs/${j.id}`}>{j.name}</Link>
@@ -116,6 +157,11 @@ export function JobsPage() {
                 </td>
                 <td>{j.parties.join(", ")}</td>
                 <td>{formatTime(j.created_at)}</td>
+                <td data-testid="duration">{durationText(j)}</td>
+                <td>{digests.data?.get(j.id)?.attempts ?? "—"}</td>
+                <td>
+                  <Headline digest={digests.data?.get(j.id)} />
+                </td>
                 <td className="muted" title={j.status_reason || undefined}>
                   {causeOf(j.status_reason)}
                 </td>
@@ -123,7 +169,7 @@ export function JobsPage() {
             ))}
             {jobs.data && jobs.data.data.length === 0 && (
               <tr>
-                <td colSpan={6} className="muted">
+                <td colSpan={9} className="muted">
                   No jobs match.
                 </td>
               </tr>
@@ -143,5 +189,26 @@ export function JobsPage() {
         </nav>
       </div>
     </>
+  );
+}
+
+function serverSort(sort: string): string {
+  const column = sort.replace(/^-/, "");
+  const field = SERVER_SORTS[column];
+  return field ? `${sort.startsWith("-") ? "-" : ""}${field}` : "-created_at";
+}
+
+function durationText(j: JobSummary): string {
+  const ms = durationOf(j);
+  return ms === null ? "—" : formatDuration(ms);
+}
+
+function Headline({ digest }: { digest: JobDigest | undefined }) {
+  const h = headline(digest);
+  if (!h) return <span className="muted">—</span>;
+  return (
+    <span>
+      <span className="muted">{h.name}</span> {formatValue(h.value, unitOf(h.name))}
+    </span>
   );
 }

@@ -7,6 +7,9 @@ import { PolicyPanel } from "../components/PolicyEditor";
 import { StatusChip } from "../components/StatusChip";
 import { ago, formatBytes, useParties, useWorkers } from "../hooks/queries";
 
+/** The server's slug rule as an HTML `pattern`, which browsers compile with the `v` flag: a hyphen in a class is escaped there. */
+export const SLUG_PATTERN = "[a-z][a-z0-9\\-]{0,62}";
+
 export function PartiesPage() {
   const { identity } = useAuth();
   const parties = useParties();
@@ -114,7 +117,7 @@ function CreateParty() {
       <div className="row">
         <div className="field">
           <label htmlFor="party-name">Slug name</label>
-          <input id="party-name" value={name} onChange={(e) => setName(e.target.value)} required pattern="[a-z][a-z0-9-]*" />
+          <input id="party-name" value={name} onChange={(e) => setName(e.target.value)} required pattern={SLUG_PATTERN} />
         </div>
         <div className="field">
           <label htmlFor="party-display">Display name</label>
