@@ -26,6 +26,7 @@ from tessera_api.limits import BodySizeLimit
 from tessera_api.routes import (
     algorithms,
     digests,
+    directory,
     events,
     jobs,
     meta,
@@ -61,6 +62,7 @@ def api_router() -> APIRouter:
         meta,
         algorithms,
         parties,
+        directory,
         workers,
         jobs,
         digests,

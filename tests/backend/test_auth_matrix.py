@@ -36,7 +36,7 @@ ROUTES: list[
     ("GET", "/algorithms/{name}", None, OK, OK, OK),
     ("POST", "/parties", lambda w: {"name": f"new-{w.id[:8]}"}, OK, DENIED, DENIED),
     ("GET", "/parties", None, OK, OK, OK),
-    ("GET", "/parties/directory", None, OK, OK, OK),
+    ("GET", "/party-directory", None, OK, OK, OK),
     ("GET", "/parties/{party}", None, OK, OK, DENIED),
     ("PATCH", "/parties/{party}", lambda w: {"description": "d"}, OK, DENIED, DENIED),
     ("POST", "/parties/{party}/disable", None, OK, DENIED, DENIED),

@@ -11,7 +11,6 @@ from tessera_api.schemas import (
     Page,
     PartyCreate,
     PartyCreated,
-    PartyName,
     PartyPolicy,
     PartyPublic,
     PartyUpdate,
@@ -37,17 +36,6 @@ def list_parties(
     """List parties (a party token sees only its own)."""
     rows, total = parties.list_parties(session, caller=caller, limit=limit, offset=offset)
     return Page[PartyPublic](data=[party_public(p) for p in rows], count=total)
-
-
-@router.get("/directory")
-def party_directory(
-    _: Principal, session: SessionDep, limit: Limit = 500, offset: Offset = 0
-) -> Page[PartyName]:
-    """The names of the enabled parties, for any caller to name them in a job's assignments."""
-    rows, total = parties.directory(session, limit=limit, offset=offset)
-    return Page[PartyName](
-        data=[PartyName(name=p.name, display_name=p.display_name) for p in rows], count=total
-    )
 
 
 @router.get("/{name}", responses=problem_responses(403, 404))

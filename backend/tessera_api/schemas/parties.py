@@ -11,11 +11,8 @@ from tessera_api.schemas.common import Name63, Slug, Strict, Text200, Text2000
 
 
 class PartyCreate(Strict):
-    name: Annotated[Slug, Field(json_schema_extra={"not": {"enum": ["admin", "directory"]}})] = (
-        Field(
-            description="Lower-case slug; not `admin`, which names the admin in policies, nor "
-            "`directory`, which names the list of parties"
-        )
+    name: Annotated[Slug, Field(json_schema_extra={"not": {"const": "admin"}})] = Field(
+        description="Lower-case slug; not `admin`, which names the admin in policies"
     )
     display_name: Text200 | None = None
     description: Text2000 = ""

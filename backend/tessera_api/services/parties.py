@@ -12,16 +12,11 @@ from tessera_api.security import Caller, hash_token, new_party_token
 from tessera_api.services.lifecycle import cut_off_party
 from tessera_api.services.policy import ADMIN
 
-DIRECTORY = "directory"
-
 
 def create_party(session: Session, *, party_in: PartyCreate) -> tuple[Party, str]:
     """The new party and its token, which is stored only as a hash."""
     if party_in.name == ADMIN:
         raise invalid("reserved_name", f"{ADMIN!r} names the admin in policies", ("body", "name"))
-    if party_in.name == DIRECTORY:
-        reason = f"{DIRECTORY!r} names the list of parties (/parties/{DIRECTORY})"
-        raise invalid("reserved_name", reason, ("body", "name"))
     if session.scalars(select(Party).where(Party.name == party_in.name)).first() is not None:
         raise conflict("party_exists", f"party {party_in.name!r} already exists")
     token = new_party_token()

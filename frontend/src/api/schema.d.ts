@@ -384,26 +384,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/api/v1/parties/directory": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Party Directory
-         * @description The names of the enabled parties, for any caller to name them in a job's assignments.
-         */
-        get: operations["parties-party_directory"];
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/api/v1/parties/{name}": {
         parameters: {
             query?: never;
@@ -465,6 +445,26 @@ export interface paths {
          * @description Replace a party's policy (that party's token or the admin).
          */
         put: operations["parties-put_policy"];
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/party-directory": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Party Directory
+         * @description The names of the enabled parties, for any caller to name them in a job's assignments.
+         */
+        get: operations["parties-party_directory"];
+        put?: never;
         post?: never;
         delete?: never;
         options?: never;
@@ -1166,7 +1166,7 @@ export interface components {
             display_name?: string | null;
             /**
              * Name
-             * @description Lower-case slug; not `admin`, which names the admin in policies, nor `directory`, which names the list of parties
+             * @description Lower-case slug; not `admin`, which names the admin in policies
              */
             name: string;
         };
@@ -3200,58 +3200,6 @@ export interface operations {
             };
         };
     };
-    "parties-party_directory": {
-        parameters: {
-            query?: {
-                /** @description Page size */
-                limit?: number;
-                /** @description Items to skip */
-                offset?: number;
-            };
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        requestBody?: never;
-        responses: {
-            /** @description Successful Response */
-            200: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/json": components["schemas"]["Page_PartyName_"];
-                };
-            };
-            /** @description Unauthorized */
-            401: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Forbidden */
-            403: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-            /** @description Unprocessable Entity */
-            422: {
-                headers: {
-                    [name: string]: unknown;
-                };
-                content: {
-                    "application/problem+json": components["schemas"]["Problem"];
-                };
-            };
-        };
-    };
     "parties-get_party": {
         parameters: {
             query?: never;
@@ -3568,6 +3516,58 @@ export interface operations {
             };
             /** @description Request Entity Too Large */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "parties-party_directory": {
+        parameters: {
+            query?: {
+                /** @description Page size */
+                limit?: number;
+                /** @description Items to skip */
+                offset?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Page_PartyName_"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
                 headers: {
                     [name: string]: unknown;
                 };

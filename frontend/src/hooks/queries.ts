@@ -21,7 +21,7 @@ export function useParties() {
 export function usePartyDirectory() {
   return useQuery({
     queryKey: ["parties", "directory"],
-    queryFn: async () => unwrap(await api.GET("/api/v1/parties/directory", { params: { query: { limit: 500 } } })),
+    queryFn: async () => unwrap(await api.GET("/api/v1/party-directory", { params: { query: { limit: 500 } } })),
     staleTime: 30_000,
   });
 }

@@ -25,7 +25,7 @@ describe("copyName", () => {
 function api(reply: (call: Call) => Response | object = () => json({ ...job(), id: "j9" }, 201)) {
   return stubApi({
     "GET /api/v1/algorithms": () => [paramServer, zoPair],
-    "GET /api/v1/parties/directory": () => directory,
+    "GET /api/v1/party-directory": () => directory,
     "GET /api/v1/workers": () => ({ data: [], count: 0 }),
     "GET /api/v1/jobs/j1": () => job(),
     "POST /api/v1/jobs": reply,

@@ -86,7 +86,7 @@ def test_every_party_sees_the_directory_of_enabled_parties(client: TestClient) -
     client.patch(f"{API}/parties/{b.name}", json={"display_name": "Bee"}, headers=ADMIN)
     client.post(f"{API}/parties/{c.name}/disable", headers=ADMIN)
 
-    response = client.get(f"{API}/parties/directory", headers=a.auth)
+    response = client.get(f"{API}/party-directory", headers=a.auth)
 
     assert response.status_code == 200, response.text
     assert response.json() == {

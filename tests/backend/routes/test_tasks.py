@@ -23,7 +23,7 @@ def test_launch_description_and_rendezvous(client: TestClient) -> None:
     launch = client.get(f"{API}/tasks/{job.bob_task}", headers=job.bob.auth).json()
     assert launch["job_id"] == job.id and launch["attempt"] == 1
     assert launch["world_size"] == 2 and launch["backend"] == "gloo"
-    assert launch["ranks"] == [{"rank": 1, "device": "cpu", "role": "trainer"}]
+    assert launch["ranks"] == [{"rank": 1, "device": "cpu", "role": "trainer", "backend": "gloo"}]
     assert [s["party"] for s in launch["plan"]] == [job.alice.name, job.bob.name]
     assert launch["rendezvous"] is None and launch["resume_from"] is None
     not_zero = client.post(

@@ -33,4 +33,4 @@ def test_task_ranks_carry_their_role(client: TestClient) -> None:
     ranks = {r["rank"]: r["role"] for t in tasks for r in t["ranks"]}
     assert ranks == {0: "trainer", 1: "trainer"}
     task = client.get(f"{API}/tasks/{world.alice_task}", headers=world.alice.auth).json()
-    assert task["ranks"] == [{"rank": 0, "device": "cpu", "role": "trainer"}]
+    assert task["ranks"] == [{"rank": 0, "device": "cpu", "role": "trainer", "backend": "gloo"}]
