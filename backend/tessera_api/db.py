@@ -15,19 +15,20 @@ POOL_SIZE = 5
 POOL_OVERFLOW = 10
 """SQLAlchemy's own defaults, named: at most 15 connections per process."""
 
-REQUEST_SESSIONS = {"sqlite": 3, "postgresql": 8}
+REQUEST_SESSIONS = {"sqlite": 3, "postgresql": 5}
 """How many requests of a process hold a session at once, by database; the others wait their turn
 in the event loop, holding no thread. Few on SQLite, because the routes are Python under one
 interpreter lock: with more threads running queries at once, every query handing the lock over
 (SQLite's does so for each row) made them take turns thread by thread, and the process spent its
 time switching. More on PostgreSQL, where a request mostly waits for the database server's
-answers with the lock released: three at a time left the process idle between round trips and
-saturated it short of 200 requests/s. Fewer than the pool's connections, so that sessions made
-outside requests (an events stream's reads, the scheduler) always find one; fewer than the
-thread pool's threads, so that a request holding a connection always gets the thread it needs
-next. Unbounded, under load every thread could wait for a connection while every connection
-waited, held by a request whose response was being checked, for a thread: nothing moved until
-the pool gave up after 30 s."""
+answers with the lock released: three at a time left one process idle between round trips and
+saturated it short of 200 requests/s (p99 574 ms); eight brought that to 72 ms but, with two
+replicas sharing the database server, raised theirs from 19 to 88 ms; five gave 129 ms and 48 ms
+(docs/api.md). Fewer than the pool's connections, so that sessions made outside requests (an
+events stream's reads, the scheduler) always find one; fewer than the thread pool's threads, so
+that a request holding a connection always gets the thread it needs next. Unbounded, under load
+every thread could wait for a connection while every connection waited, held by a request whose
+response was being checked, for a thread: nothing moved until the pool gave up after 30 s."""
 
 
 def make_engine(url: str) -> Engine:
