@@ -39,14 +39,21 @@ class MezoStep:
         out = self.model(x.flatten(0, 1))
         return per_input_loss(out, y.flatten(0, 1), self.task, x.shape[0]).double()
 
-    def step(self, seed: int, x: torch.Tensor, y: torch.Tensor) -> float:
-        """One step over inputs ``x`` ``[N, micro_batch, ...]``; returns the gradient scalar."""
+    def projected(self, seed: int, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Each input's (L+ - L-) / 2ε for z of ``seed``; the weights are restored after."""
         eps = self.epsilon
         self._perturb(seed, eps)
         plus = self._losses(x, y)
         self._perturb(seed, -2 * eps)
         minus = self._losses(x, y)
         self._perturb(seed, eps)
-        g = float(((plus - minus) / (2 * eps)).mean())
+        return (plus - minus) / (2 * eps)
+
+    def update(self, seed: int, g: float) -> None:
         self._perturb(seed, -self.lr * g)
+
+    def step(self, seed: int, x: torch.Tensor, y: torch.Tensor) -> float:
+        """One step over inputs ``x`` ``[N, micro_batch, ...]``; returns the gradient scalar."""
+        g = float(self.projected(seed, x, y).mean())
+        self.update(seed, g)
         return g

@@ -13,13 +13,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from tessera_ml.algorithms.zo_pair.model import per_input_loss
-from tessera_ml.algorithms.zo_pair.perturb import Distribution, ZSource, unique_parameters
+from tessera_ml.algorithms.zo_pair.mezo import MezoStep
+from tessera_ml.algorithms.zo_pair.perturb import Distribution
 from tessera_ml.comm.base import Communicator, Group
 from tessera_ml.data.tabular import Task
 
 
-class DataParallelMezo:
+class DataParallelMezo(MezoStep):
     def __init__(
         self,
         model: nn.Module,
@@ -31,10 +31,8 @@ class DataParallelMezo:
         distribution: Distribution,
         group: Group | None = None,
     ) -> None:
-        self.model = model.eval()
+        super().__init__(model, epsilon=epsilon, lr=lr, task=task, distribution=distribution)
         self.comm, self.group = comm, group
-        self.source = ZSource(unique_parameters(model), distribution)
-        self.epsilon, self.lr, self.task = epsilon, lr, task
         self.size = group.size if group is not None else comm.world_size
         self.index = group.index(comm.rank) if group is not None else comm.rank
 
@@ -45,28 +43,11 @@ class DataParallelMezo:
         per = x.shape[0] // self.size
         return x[self.index * per : (self.index + 1) * per]
 
-    @torch.no_grad()
-    def _perturb(self, seed: int, scale: float) -> None:
-        for i, p in enumerate(self.source.params):
-            p.add_(self.source.draw(seed, i), alpha=scale)
-
-    @torch.no_grad()
-    def _losses(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        out = self.model(x.flatten(0, 1))
-        return per_input_loss(out, y.flatten(0, 1), self.task, x.shape[0]).double()
-
     def step(self, seed: int, x: torch.Tensor, y: torch.Tensor) -> float:
         """One step over the whole step's inputs ``x`` ``[N, micro_batch, ...]`` (every
         process passes the same; each evaluates its share). Returns the gradient scalar."""
-        mine_x, mine_y = self.share(x), self.share(y)
-        eps = self.epsilon
-        self._perturb(seed, eps)
-        plus = self._losses(mine_x, mine_y)
-        self._perturb(seed, -2 * eps)
-        minus = self._losses(mine_x, mine_y)
-        self._perturb(seed, eps)
-        projected = ((plus - minus) / (2 * eps)).sum().reshape(1)
+        projected = self.projected(seed, self.share(x), self.share(y)).sum().reshape(1)
         self.comm.all_reduce(projected, "sum", self.group)
         g = float(projected[0]) / x.shape[0]
-        self._perturb(seed, -self.lr * g)
+        self.update(seed, g)
         return g
