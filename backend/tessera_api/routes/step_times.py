@@ -5,12 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from tessera_api.deps import ReadsDep
 from tessera_api.errors import not_found, problem_responses
-from tessera_api.models import Attempt
 from tessera_api.routes.encoded import encoded
 from tessera_api.routes.paging import Key
 from tessera_api.schemas.digests import StepTimes
@@ -32,15 +30,13 @@ async def read_step_times(
 
     def read(session: Session, caller: Caller) -> Response:
         job = jobs.get_job(session, job_id=job_id, caller=caller)
-        query = select(Attempt.id, Attempt.number).where(Attempt.job_id == job.id)
-        if attempt is not None:
-            query = query.where(Attempt.number == attempt)
-        chosen = session.execute(query.order_by(Attempt.number.desc()).limit(1)).first()
+        chosen = jobs.attempt_number(session, job=job, number=attempt)
         if chosen is None:
             if attempt is not None:
                 raise not_found("attempt", str(attempt))
             return encoded(StepTimes(attempt=None, points=[]))
-        points = step_times(session, attempt_id=chosen.id, max_points=max_points)
-        return encoded(StepTimes(attempt=chosen.number, points=points))
+        attempt_id, number = chosen
+        points = step_times(session, attempt_id=attempt_id, max_points=max_points)
+        return encoded(StepTimes(attempt=number, points=points))
 
     return await reads(read)

@@ -5,12 +5,10 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Response
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from tessera_api.deps import Principal, ReadsDep, SessionDep, TaskReporter
 from tessera_api.errors import not_found, problem_responses
-from tessera_api.models import Attempt
 from tessera_api.routes.paging import Cursor, Key
 from tessera_api.schemas import (
     AS_NAME,
@@ -58,15 +56,13 @@ async def query_metrics(
 
     def read(session: Session, caller: Caller) -> Response:
         job = jobs.get_job(session, job_id=job_id, caller=caller)
-        query = select(Attempt.id, Attempt.number).where(Attempt.job_id == job.id)
-        if attempt is not None:
-            query = query.where(Attempt.number == attempt)
-        chosen = session.execute(query.order_by(Attempt.number.desc()).limit(1)).first()
+        chosen = jobs.attempt_number(session, job=job, number=attempt)
         if chosen is None:
             raise not_found("attempt", str(attempt))
+        attempt_id, number = chosen
         data = series.query_series(
             session,
-            attempt_id=chosen.id,
+            attempt_id=attempt_id,
             names=names or [],
             rank=rank,
             step_min=step_min,
@@ -74,7 +70,7 @@ async def query_metrics(
             max_points=max_points,
         )
         # encoded once: a model per point would cost more than the query
-        return Response(series.encode(chosen.number, data), media_type="application/json")
+        return Response(series.encode(number, data), media_type="application/json")
 
     return await reads(read)
 

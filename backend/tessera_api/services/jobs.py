@@ -231,3 +231,12 @@ def delete_job(session: Session, *, job: Job) -> None:
         )
     session.execute(delete(Job).where(Job.id == job.id))
     session.expunge(job)
+
+
+def attempt_number(session: Session, *, job: Job, number: int | None) -> tuple[str, int] | None:
+    """The id and number of attempt ``number`` of ``job`` (None: its latest), if it exists."""
+    query = select(Attempt.id, Attempt.number).where(Attempt.job_id == job.id)
+    if number is not None:
+        query = query.where(Attempt.number == number)
+    row = session.execute(query.order_by(Attempt.number.desc()).limit(1)).first()
+    return None if row is None else (row.id, row.number)
