@@ -122,7 +122,12 @@ class Job(Base):
     idempotency_key: Mapped[str | None] = mapped_column(String(255), default=None)
     idempotency_hash: Mapped[str | None] = mapped_column(String(64), default=None)
     creator: Mapped[str] = mapped_column(String(80))
+    tags: Mapped[list[Any]] = mapped_column(default=list)
+    """The job's tags in the order given; ``tag_rows`` holds each once more, to be searched."""
 
+    tag_rows: Mapped[list[JobTag]] = relationship(
+        cascade="all, delete-orphan", passive_deletes=True
+    )
     assignments: Mapped[list[RoleAssignment]] = relationship(
         order_by="RoleAssignment.position", cascade="all, delete-orphan", passive_deletes=True
     )
@@ -132,6 +137,16 @@ class Job(Base):
     approvals: Mapped[list[Approval]] = relationship(
         order_by="Approval.id", cascade="all, delete-orphan", passive_deletes=True
     )
+
+
+class JobTag(Base):
+    """One tag of one job: the jobs carrying a tag are found by an exact, indexed comparison
+    on every database (JSON containment is spelled differently by each)."""
+
+    __tablename__ = "job_tags"
+
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id", ondelete="CASCADE"), primary_key=True)
+    tag: Mapped[str] = mapped_column(String(32), primary_key=True, index=True)
 
 
 class Approval(Base):

@@ -169,6 +169,7 @@ def _job_fields(job: Job) -> dict[str, object]:
         "status_reason": job.status_reason,
         "priority": job.priority,
         "device": job.device,
+        "tags": job.tags,
         "created_at": job.created_at,
         "started_at": job.started_at,
         "finished_at": job.finished_at,

@@ -1,4 +1,4 @@
-"""Jobs: create, read, list, cancel, retry, delete."""
+"""Jobs: create, read, list, tag, cancel, retry, delete."""
 
 from __future__ import annotations
 
@@ -22,10 +22,12 @@ from tessera_api.schemas import (
     JobPublic,
     JobRetry,
     JobSummary,
+    JobTagsIn,
     NameCheck,
     Page,
     TransitionPublic,
 )
+from tessera_api.schemas.jobs import MAX_TAG_LENGTH, TAG_PATTERN, TagCheck
 from tessera_api.security import Caller
 from tessera_api.services import approvals, jobs, lifecycle
 from tessera_api.services.jobs import JobSort
@@ -42,6 +44,17 @@ IdempotencyKey = Annotated[
         max_length=255,
         description="Repeat a create safely: the same key returns the same job",
     ),
+]
+
+TagQuery = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=MAX_TAG_LENGTH,
+        description="Only jobs carrying this tag (the whole tag, as written)",
+        json_schema_extra={"pattern": TAG_PATTERN},
+    ),
+    TagCheck,
 ]
 
 
@@ -101,6 +114,7 @@ async def list_jobs(
         bool,
         Query(description="Only pending jobs the calling party (admin: any party) has to answer"),
     ] = False,
+    tag: TagQuery = None,
     limit: Limit = 50,
     offset: Offset = 0,
 ) -> Response:
@@ -118,6 +132,7 @@ async def list_jobs(
             limit=limit,
             offset=offset,
             awaiting_approval=awaiting_approval,
+            tag=tag,
         )
         return encoded(Page[JobSummary](data=job_summaries(session, rows), count=total))
 
@@ -133,6 +148,18 @@ async def get_job(job_id: Key, reads: ReadsDep) -> Response:
         return encoded(job_public(job))
 
     return await reads(read)
+
+
+@router.put("/{job_id}/tags", responses=problem_responses(403, 404))
+def set_job_tags(
+    job_id: Key, tags_in: JobTagsIn, caller: Principal, session: SessionDep
+) -> JobPublic:
+    """Replace a job's tags (the admin and the party that created the job may)."""
+    job = jobs.get_job(session, job_id=job_id, caller=caller)
+    jobs.set_tags(session, job=job, tags=tags_in.tags, caller=caller)
+    session.commit()
+    session.refresh(job)
+    return job_public(job)
 
 
 @router.post("/{job_id}/cancel", responses=problem_responses(403, 404, 409))

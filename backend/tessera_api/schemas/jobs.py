@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from tessera_api.limits import MAX_JOB_OPTIONS_BYTES, JsonProblem, json_size
+from tessera_api.limits import (
+    MAX_JOB_OPTIONS_BYTES,
+    JsonProblem,
+    control_character,
+    json_size,
+)
 from tessera_api.schemas.common import (
     AS_NAME,
     ConfigJson,
@@ -67,6 +73,54 @@ JobName = Annotated[
 ]
 """A job's name: no control characters, and not only spaces."""
 
+MAX_TAGS = 16
+MAX_TAG_LENGTH = 32
+TAG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9 _.:/-]*$"
+_TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9 _.:/-]*")
+
+
+def _tag(value: str) -> str:
+    if (reason := control_character(value)) is not None:
+        raise PydanticCustomError("control_character", reason)
+    if _TAG.fullmatch(value) is None:
+        raise PydanticCustomError(
+            "tag_characters",
+            "a tag starts with a letter or a digit and holds only letters, digits, spaces "
+            "and _ . : / -",
+        )
+    return value
+
+
+TagCheck = AfterValidator(_tag)
+"""Refuses a tag of other characters than ``TAG_PATTERN`` allows, saying which rule it breaks."""
+
+Tag = Annotated[
+    str,
+    Field(
+        min_length=1,
+        max_length=MAX_TAG_LENGTH,
+        json_schema_extra={"pattern": TAG_PATTERN},
+        description="A label to find the job by, e.g. `baseline` or `sweep:lr/0.1`",
+    ),
+    TagCheck,
+]
+"""A job's tag: 1 to 32 characters, ASCII letters and digits first, then also spaces and
+``_ . : / -``."""
+
+
+def _distinct(tags: list[str]) -> list[str]:
+    return list(dict.fromkeys(tags))
+
+
+Tags = Annotated[
+    list[Tag],
+    Field(
+        max_length=MAX_TAGS,
+        description=f"At most {MAX_TAGS} tags; a repeated tag is kept once, in its first place",
+    ),
+    AfterValidator(_distinct),
+]
+
 
 class JobCreate(Strict):
     name: JobName
@@ -79,6 +133,7 @@ class JobCreate(Strict):
         description="auto: GPUs for the roles that benefit from one, where the party has them; "
         "cuda: GPUs for every role that can use one (the job waits for them); cpu: CPUs only",
     )
+    tags: Tags = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _options_in_all(self) -> JobCreate:
@@ -165,6 +220,7 @@ class JobSummary(BaseModel):
     status_reason: str
     priority: int
     device: str = Field(default="auto", description="The device the job asked for")
+    tags: list[str] = Field(default_factory=list, description="The job's tags, in their order")
     created_at: datetime
     started_at: datetime | None
     finished_at: datetime | None
@@ -178,6 +234,10 @@ class JobPublic(JobSummary):
     assignments: list[AssignmentPublic]
     approvals: list[ApprovalPublic]
     attempts: list[AttemptPublic]
+
+
+class JobTagsIn(Strict):
+    tags: Tags = Field(description="The job's new tags, replacing the old ones")
 
 
 class JobRetry(Strict):

@@ -1,4 +1,4 @@
-"""Jobs: create (validated against the algorithm's spec, idempotent), read, list, delete."""
+"""Jobs: create (validated against the algorithm's spec, idempotent), read, list, tag, delete."""
 
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from sqlalchemy import Select, delete, func, select
 from sqlalchemy.orm import Session, defer, joinedload
 
 from tessera_api.errors import ApiError, conflict, field_errors, forbidden, invalid, not_found
-from tessera_api.models import Approval, Attempt, Job, Party, RoleAssignment
+from tessera_api.models import Approval, Attempt, Job, JobTag, Party, RoleAssignment
 from tessera_api.schemas import JobCreate
 from tessera_api.security import Caller
 from tessera_api.services import approvals, policy
 from tessera_api.services.history import record_job_created
+from tessera_api.services.lifecycle import lock_job
 from tessera_api.services.parties import parties_by_name
 from tessera_api.states import JOB_TERMINAL, AttemptStatus, Decision, JobStatus
 from tessera_ml.spec import AlgorithmSpec, PlanError
@@ -25,7 +26,10 @@ JobSort = Literal["created_at", "-created_at", "name", "-name", "priority", "-pr
 
 
 def request_digest(job_in: JobCreate) -> str:
-    payload = json.dumps(job_in.model_dump(mode="json"), sort_keys=True)
+    fields = job_in.model_dump(mode="json")
+    if not fields["tags"]:
+        del fields["tags"]  # a request without tags digests as it did before jobs had them
+    payload = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
@@ -99,6 +103,7 @@ def create_job(
         idempotency_key=idempotency_key,
         idempotency_hash=digest if idempotency_key is not None else None,
     )
+    _tag(job, job_in.tags)
     for i, a in enumerate(job_in.assignments):
         job.assignments.append(
             RoleAssignment(
@@ -123,6 +128,25 @@ def create_job(
     record_job_created(session, job=job)
     approvals.open_approvals(session, job=job, parties=in_order, caller=caller)
     return job, True
+
+
+def _tag(job: Job, tags: list[str]) -> None:
+    """Give ``job`` these tags (distinct, in order): the rows of tags it keeps stay, so no row
+    is deleted and inserted again under the same key in one flush."""
+    job.tags = list(tags)
+    wanted = set(tags)
+    kept = {row.tag for row in job.tag_rows if row.tag in wanted}
+    job.tag_rows = [row for row in job.tag_rows if row.tag in wanted]
+    job.tag_rows.extend(JobTag(tag=tag) for tag in tags if tag not in kept)
+
+
+def set_tags(session: Session, *, job: Job, tags: list[str], caller: Caller) -> None:
+    """Replace the job's tags: the admin's and the creating party's to change. Under the job's
+    lock, so of two concurrent changes the later one wins whole."""
+    if not caller.is_admin and job.creator != caller.name:
+        raise forbidden(f"only the admin and {job.creator} may change the tags of job {job.id}")
+    _tag(lock_job(session, job_id=job.id), tags)
+    session.flush()
 
 
 def _assigned_parties(session: Session, *, job_in: JobCreate) -> dict[str, Party]:
@@ -191,6 +215,7 @@ def list_jobs(
     offset: int,
     name_contains: str | None = None,
     awaiting_approval: bool = False,
+    tag: str | None = None,
 ) -> tuple[list[Job], int]:
     query = select(Job).options(defer(Job.config))  # a summary leaves the config out
     if caller.party is not None:
@@ -204,6 +229,8 @@ def list_jobs(
         party_ids = select(Party.id).where(Party.name == party)
         held = select(RoleAssignment.job_id).where(RoleAssignment.party_id.in_(party_ids))
         query = query.where(Job.id.in_(held))
+    if tag is not None:
+        query = query.where(Job.id.in_(select(JobTag.job_id).where(JobTag.tag == tag)))
     if status is not None:
         query = query.where(Job.status == status.value)
     if algorithm is not None:

@@ -1,5 +1,5 @@
 import { fireEvent, screen, waitFor, within } from "@testing-library/react";
-import { Route, Routes } from "react-router-dom";
+import { Route, Routes, useLocation } from "react-router-dom";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import type { JobSummary } from "../api/client";
 import { renderSignedIn, stubApi } from "../test-utils";
@@ -65,5 +65,63 @@ describe("JobsPage", () => {
     await waitFor(() => expect(calls.some((c) => c.path === "/api/v1/jobs" && c.query.get("sort") === "name")).toBe(true));
     const digestCall = calls.find((c) => c.path === "/api/v1/job-digests")!;
     expect(digestCall.query.getAll("ids")).toEqual(["a1", "b2", "c3"]);
+  });
+
+  it("shows each job's tags as chips; a click lists the jobs with that tag, kept in the URL, until cleared", async () => {
+    const tagged = [
+      { ...summary("a1", "short", null, null), tags: ["baseline", "sweep:lr/0.1"] },
+      { ...summary("b2", "long", null, null), tags: ["sweep:lr/0.1"] },
+      summary("c3", "untagged", null, null),
+    ];
+    const calls = stubApi({
+      "GET /api/v1/jobs": ({ query }) => {
+        if (query.get("awaiting_approval") === "true") return { data: [], count: 0 };
+        const tag = query.get("tag");
+        const data = tag ? tagged.filter((j) => j.tags?.includes(tag)) : tagged;
+        return { data, count: data.length };
+      },
+      "GET /api/v1/job-digests": () => [],
+      "GET /api/v1/algorithms": () => [],
+      "GET /api/v1/parties": () => ({ data: [], count: 0 }),
+    });
+    function Where() {
+      return <output data-testid="where">{useLocation().search}</output>;
+    }
+    renderSignedIn(
+      <Routes>
+        <Route
+          path="/"
+          element={
+            <>
+              <JobsPage />
+              <Where />
+            </>
+          }
+        />
+      </Routes>,
+      { name: "admin", isAdmin: true },
+      "/?status=queued",
+    );
+    const table = await screen.findByRole("table", { name: "Jobs" });
+    const short = await within(table).findByRole("row", { name: /short/ });
+    expect(within(short).getAllByRole("button").map((b) => b.textContent)).toEqual(["baseline", "sweep:lr/0.1"]);
+    expect(within(within(table).getByRole("row", { name: /untagged/ })).queryAllByRole("button")).toHaveLength(0);
+    expect(screen.queryByRole("status", { name: "Tag filter" })).toBeNull();
+
+    fireEvent.click(within(short).getByRole("button", { name: "baseline" }));
+    await waitFor(() => expect(within(table).queryByRole("row", { name: /long/ })).toBeNull());
+    expect(within(table).getByRole("row", { name: /short/ })).toBeInTheDocument();
+    const listed = () => calls.filter((c) => c.path === "/api/v1/jobs" && !c.query.has("awaiting_approval"));
+    const last = listed().at(-1)!;
+    expect(last.query.get("tag")).toBe("baseline");
+    expect(last.query.get("status")).toBe("queued");
+    expect(new URLSearchParams(screen.getByTestId("where").textContent ?? "").get("tag")).toBe("baseline");
+    expect(screen.getByRole("status", { name: "Tag filter" })).toHaveTextContent("baseline");
+
+    fireEvent.click(screen.getByRole("button", { name: "Clear the tag filter baseline" }));
+    await within(table).findByRole("row", { name: /long/ });
+    expect(listed().at(-1)!.query.has("tag")).toBe(false);
+    expect(screen.getByTestId("where")).toHaveTextContent("?status=queued");
+    expect(screen.queryByRole("status", { name: "Tag filter" })).toBeNull();
   });
 });

@@ -9,6 +9,7 @@ import { causeOf } from "../components/ErrorText";
 import { durationOf, formatDuration } from "../components/JobOverview";
 import { formatValue, unitOf } from "../components/metricFamilies";
 import { headline, useDigests } from "../hooks/digests";
+import { TagChips } from "../components/JobTags";
 import type { JobDigest, JobSummary } from "../api/client";
 
 /** Columns the server sorts by (over every page), and those sorted on this page only. */
@@ -38,13 +39,14 @@ export function JobsPage() {
   const algorithm = params.get("algorithm") ?? "";
   const party = params.get("party") ?? "";
   const q = params.get("q") ?? "";
+  const tag = params.get("tag") ?? "";
   const sort = params.get("sort") ?? "-created";
   const page = Number(params.get("page") ?? "0");
   const algorithms = useAlgorithms();
   const parties = useParties();
 
   const jobs = useQuery({
-    queryKey: ["jobs", status, algorithm, party, q, page, serverSort(sort)],
+    queryKey: ["jobs", status, algorithm, party, q, tag, page, serverSort(sort)],
     queryFn: async () =>
       unwrap(
         await api.GET("/api/v1/jobs", {
@@ -54,6 +56,7 @@ export function JobsPage() {
               algorithm: algorithm || undefined,
               party: party || undefined,
               q: q || undefined,
+              tag: tag || undefined,
               sort: serverSort(sort) as never,
               limit: PAGE,
               offset: page * PAGE,
@@ -128,6 +131,14 @@ export function JobsPage() {
             ))}
           </select>
         </label>
+        {tag && (
+          <span className="row tag-filter" role="status" aria-label="Tag filter">
+            Tagged <span className="chip chip-tag">{tag}</span>
+            <button type="button" onClick={() => set("tag", "")} aria-label={`Clear the tag filter ${tag}`}>
+              × Clear
+            </button>
+          </span>
+        )}
       </div>
       {jobs.error && <p className="banner bad">{errorText(jobs.error)}</p>}
       <div className="panel" style={{ overflowX: "auto" }}>
@@ -149,7 +160,7 @@ export function JobsPage() {
             {shown.map((j) => (
               <tr key={j.id}>
                 <td>
-                  <Link to={`/jobs/${j.id}`}>{j.name}</Link>
+                  <Link to={`/jobs/${j.id}`}>{j.name}</Link> <TagChips tags={j.tags ?? []} onPick={(t) => set("tag", t)} />
                 </td>
                 <td className="mono">{j.algorithm}</td>
                 <td>
