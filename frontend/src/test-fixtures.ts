@@ -10,6 +10,7 @@ const role = (name: string, min: number, max: number | null = null) => ({
   devices: ["cpu" as const],
   gpu_benefit: false,
   device_note: "",
+  sees_metrics: ["*"],
 });
 
 /** param_server's settings as its schema states them: options of one mode beside the mode. */

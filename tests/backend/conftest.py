@@ -16,7 +16,7 @@ from tessera_api.app import create_app
 from tessera_api.db import make_engine
 from tessera_api.models import Base
 from tessera_api.settings import Settings
-from tessera_ml.spec import AlgorithmConfig, AlgorithmSpec, RoleSpec
+from tessera_ml.spec import OPERATIONAL_METRICS, AlgorithmConfig, AlgorithmSpec, RoleSpec
 
 ADMIN_TOKEN = "test-admin-token-0123456789"
 
@@ -40,8 +40,8 @@ SPECS = {
         title="Split",
         summary="feature, middle and label parties",
         roles=(
-            RoleSpec(name="feature", min=1),
-            RoleSpec(name="middle", min=0, max=1),
+            RoleSpec(name="feature", min=1, sees_metrics=OPERATIONAL_METRICS),
+            RoleSpec(name="middle", min=0, max=1, sees_metrics=("*",)),
             RoleSpec(name="label", min=1, max=1),
         ),
         config_model=SplitConfig,

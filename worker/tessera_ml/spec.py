@@ -6,6 +6,7 @@ publish each algorithm's JSON Schema. Everything that runs tensors lives elsewhe
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import json
 import re
@@ -104,6 +105,27 @@ class PlanError(CodedError):
 Device = Literal["cpu", "cuda"]
 JobDevice = Literal["auto", "cpu", "cuda"]
 
+ALL_METRICS = ("*",)
+OPERATIONAL_METRICS = (
+    "step_time_s",
+    "step_cpu_s",
+    "throughput",
+    "progress",
+    "bytes_*",
+    "link_bytes_sent",
+    "state_bytes",
+    "optimizer_state_bytes",
+    "cpu_*",
+    "memory_*",
+    "gpu_*",
+)
+"""How fast and how heavily ranks run: nothing about the data or the model's results."""
+
+
+def sees_metric(patterns: Sequence[str], name: str) -> bool:
+    """Whether a metric ``name`` is among ``patterns`` (shell-style: ``bytes_*``)."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
 
 class RoleSpec(BaseModel):
     """A role of an algorithm with how many parties may play it (``max`` None: unbounded) and
@@ -115,6 +137,12 @@ class RoleSpec(BaseModel):
     ``device_note`` tells users why a role runs where it does. Within a party, ranks on GPUs
     talk over NCCL and ranks on CPUs over gloo; between parties every rank talks over the
     TLS mesh, whatever its device.
+
+    ``sees_metrics`` are the metric names (shell-style patterns) a party playing the role may
+    read from other parties' ranks, through the API, the event stream and the dashboard; a
+    party always sees what its own ranks report. Roles that may not learn the model's results
+    (a loss computed from another party's labels) see ``OPERATIONAL_METRICS`` only, and then
+    not other parties' logs either, whose progress lines carry those results.
     """
 
     model_config = ConfigDict(frozen=True)
@@ -127,6 +155,11 @@ class RoleSpec(BaseModel):
     devices: tuple[Device, ...] = ("cpu",)
     gpu_benefit: bool = False
     device_note: str = ""
+    sees_metrics: tuple[str, ...] = ALL_METRICS
+
+    @property
+    def sees_all_metrics(self) -> bool:
+        return "*" in self.sees_metrics
 
     @model_validator(mode="after")
     def _coherent_devices(self) -> RoleSpec:

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query, Response
 from pydantic import RootModel
 from sqlalchemy.orm import Session
 
-from tessera_api.deps import ReadsDep
+from tessera_api.deps import ReadsDep, SpecsDep
 from tessera_api.routes.encoded import encoded
 from tessera_api.schemas.common import AS_NAME
 from tessera_api.schemas.digests import JobDigest
@@ -24,11 +24,11 @@ JobIds = Annotated[
 
 
 @router.get("", response_model=list[JobDigest])
-async def list_job_digests(reads: ReadsDep, ids: JobIds) -> Response:
+async def list_job_digests(reads: ReadsDep, specs: SpecsDep, ids: JobIds) -> Response:
     """Attempts and final metrics of each visible job asked for (others are left out)."""
 
     def read(session: Session, caller: Caller) -> Response:
-        digests = job_digests(session, ids=ids, caller=caller)
+        digests = job_digests(session, ids=ids, caller=caller, specs=specs)
         return encoded(RootModel[list[JobDigest]](digests))
 
     return await reads(read)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import AsyncIterator
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 from fastapi import APIRouter, Header, Query, Request, Response
@@ -13,13 +13,14 @@ from fastapi.responses import StreamingResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from tessera_api.deps import ReadsDep
+from tessera_api.deps import ReadsDep, SpecsDep
 from tessera_api.errors import problem_responses
 from tessera_api.event_hub import EventHub
 from tessera_api.models import Event, Job
 from tessera_api.routes.paging import MAX_ROW_ID, Key
 from tessera_api.security import Caller
-from tessera_api.services import jobs
+from tessera_api.services import jobs, visibility
+from tessera_api.services.visibility import MetricView
 from tessera_api.states import JOB_TERMINAL, JobStatus
 
 router = APIRouter(prefix="/jobs", tags=["events"])
@@ -42,6 +43,7 @@ HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 async def stream_events(
     job_id: Key,
     reads: ReadsDep,
+    specs: SpecsDep,
     request: Request,
     last_event_id: Annotated[int | None, Header(alias="Last-Event-ID", ge=0, le=MAX_ROW_ID)] = None,
     after: Annotated[
@@ -51,21 +53,26 @@ async def stream_events(
     timeout_s: Annotated[float | None, Query(gt=0, le=3600, description="End after")] = None,
 ) -> Response:
     """Stream a job's status changes and metric summaries; ends when the job has finished."""
+    # of other parties' ranks, only the metrics the caller's roles may see (services.visibility)
     cursor = last_event_id if last_event_id is not None else (after or 0)
 
-    def read(session: Session, caller: Caller) -> str | None:
-        jobs.get_job(session, job_id=job_id, caller=caller)
+    def read(session: Session, caller: Caller) -> tuple[MetricView | None, str | None]:
+        job = jobs.get_job(session, job_id=job_id, caller=caller)
+        view = visibility.metric_view(session, job=job, attempt_id=None, caller=caller, specs=specs)
         if not once:
-            return None
+            return view, None
         # all of it is at hand: read in the same trip, sent in one answer
-        return RETRY + "".join(_format(event) for event in _stored(session, job_id, cursor))
+        events = _stored(session, job_id, cursor)
+        return view, RETRY + "".join(_format(event, view) for event in events)
 
-    stored = await reads(read)
+    view, stored = await reads(read)
     if stored is not None:
         return Response(stored, media_type="text/event-stream", headers=HEADERS)
     # the stream holds no session between its reads: each read takes one of its own
     factory: sessionmaker[Session] = request.app.state.session_factory
-    body = _events(factory, request, job_id=job_id, cursor=cursor, once=once, timeout_s=timeout_s)
+    body = _events(
+        factory, request, job_id=job_id, cursor=cursor, once=once, timeout_s=timeout_s, view=view
+    )
     return StreamingResponse(body, media_type="text/event-stream", headers=HEADERS)
 
 
@@ -101,8 +108,14 @@ def _fetch(factory: sessionmaker[Session], job_id: str, cursor: int) -> tuple[li
         return events, finished
 
 
-def _format(event: Event) -> str:
-    data = json.dumps({**event.data, "time": event.created_at.isoformat()})
+def _format(event: Event, view: MetricView | None) -> str:
+    shown: dict[str, Any] = event.data
+    if view is not None and event.kind == "metrics":
+        cut = view.event(event.data)
+        if cut is None:
+            return ""
+        shown = cut
+    data = json.dumps({**shown, "time": event.created_at.isoformat()})
     return f"id: {event.id}\nevent: {event.kind}\ndata: {data}\n\n"
 
 
@@ -114,6 +127,7 @@ async def _events(
     cursor: int,
     once: bool,
     timeout_s: float | None,
+    view: MetricView | None,
 ) -> AsyncIterator[str]:
     hub: EventHub = request.app.state.event_hub
     yield RETRY
@@ -122,7 +136,7 @@ async def _events(
         ticket = hub.ticket(job_id)  # before reading: a commit from now on wakes it
         events, finished = await anyio.to_thread.run_sync(_fetch, factory, job_id, cursor)
         if events:
-            yield "".join(_format(event) for event in events)  # one write, not one per event
+            yield "".join(_format(event, view) for event in events)  # one write, not one per event
             cursor = events[-1].id
         if len(events) == BATCH:
             continue

@@ -22,6 +22,11 @@ class RolePublic(BaseModel):
         default=False, description="A GPU makes the role faster: device auto asks for one"
     )
     device_note: str = Field(default="", description="Why the role runs where it does")
+    sees_metrics: list[str] = Field(
+        default=["*"],
+        description="Metric names (shell-style patterns) the role's parties read from other "
+        "parties' ranks; a party always reads its own ranks' metrics",
+    )
 
 
 class AlgorithmPublic(BaseModel):

@@ -3,7 +3,7 @@ the times of an attempt's steps."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -11,10 +11,20 @@ from sqlalchemy.orm import Session
 from tessera_api.models import Attempt, Job, MetricPoint, MetricSeries, RoleAssignment
 from tessera_api.schemas.digests import FinalValue, JobDigest, StepTime
 from tessera_api.security import Caller
+from tessera_api.services import visibility
+from tessera_api.services.visibility import MetricView
+from tessera_ml.spec import AlgorithmSpec
 
 
-def job_digests(session: Session, *, ids: Sequence[str], caller: Caller) -> list[JobDigest]:
-    """The digest of each job in ``ids`` the caller may see, in the order asked."""
+def job_digests(
+    session: Session,
+    *,
+    ids: Sequence[str],
+    caller: Caller,
+    specs: Mapping[str, AlgorithmSpec],
+) -> list[JobDigest]:
+    """The digest of each job in ``ids`` the caller may see, in the order asked; of other
+    parties' ranks, only the metrics the caller's roles may see."""
     wanted = list(dict.fromkeys(ids))
     query = select(Job.id).where(Job.id.in_(wanted))
     if caller.party is not None:
@@ -35,7 +45,11 @@ def job_digests(session: Session, *, ids: Sequence[str], caller: Caller) -> list
         .where(MetricSeries.attempt_id.in_(job_of), ~MetricSeries.name.contains("."))
         .order_by(MetricSeries.rank.desc())
     )
+    views = _views(session, latest=latest, caller=caller, specs=specs)
     for attempt_id, name, rank, value, step in rows:
+        view = views.get(job_of[attempt_id])
+        if view is not None and not view.sees(name, rank):
+            continue
         metrics[job_of[attempt_id]][name] = FinalValue(value=value, step=step, rank=rank)
     return [
         JobDigest(
@@ -46,6 +60,26 @@ def job_digests(session: Session, *, ids: Sequence[str], caller: Caller) -> list
         for job_id in wanted
         if job_id in visible
     ]
+
+
+def _views(
+    session: Session,
+    *,
+    latest: Mapping[str, tuple[int, str]],
+    caller: Caller,
+    specs: Mapping[str, AlgorithmSpec],
+) -> dict[str, MetricView]:
+    """The caller's view of each job's latest attempt where it does not see every metric."""
+    if caller.party is None or not latest:
+        return {}
+    views: dict[str, MetricView] = {}
+    for job in session.scalars(select(Job).where(Job.id.in_(latest))):
+        view = visibility.metric_view(
+            session, job=job, attempt_id=latest[job.id][1], caller=caller, specs=specs
+        )
+        if view is not None:
+            views[job.id] = view
+    return views
 
 
 def step_times(session: Session, *, attempt_id: str, max_points: int) -> list[StepTime]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import TypedDict
 
@@ -153,8 +153,10 @@ def query_series(
     step_max: int | None,
     max_points: int,
     cache: SeriesCache | None = CACHE,
+    visible: Callable[[str, int], bool] | None = None,
 ) -> list[bytes]:
-    """Each series' ``encode_series`` JSON, from ``cache`` where it holds the answer."""
+    """Each series' ``encode_series`` JSON, from ``cache`` where it holds the answer; only the
+    series ``visible(name, rank)`` allows when it is given."""
     listing = (
         select(
             _SERIES.c.name, _SERIES.c.rank, _SERIES.c.count, _SERIES.c.min_step, _SERIES.c.max_step
@@ -168,6 +170,8 @@ def query_series(
         listing = listing.where(_SERIES.c.rank == rank)
     result: list[bytes] = []
     for name, series_rank, count, min_step, max_step in session.execute(listing).all():
+        if visible is not None and not visible(name, series_rank):
+            continue
         lo = min_step if step_min is None else max(step_min, min_step)
         hi = max_step if step_max is None else min(step_max, max_step)
         key = (attempt_id, name, series_rank, count, min_step, max_step, lo, hi, max_points)

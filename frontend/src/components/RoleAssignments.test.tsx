@@ -12,9 +12,9 @@ const algorithm: AlgorithmPublic = {
   metrics: [],
   one_device_type: false,
   roles: [
-    { name: "feature", min: 1, max: null, description: "", devices: ["cpu"], gpu_benefit: false, device_note: "" },
-    { name: "middle", min: 0, max: 1, description: "", devices: ["cpu"], gpu_benefit: false, device_note: "" },
-    { name: "label", min: 1, max: 1, description: "", devices: ["cpu"], gpu_benefit: false, device_note: "" },
+    { name: "feature", min: 1, max: null, description: "", devices: ["cpu"], gpu_benefit: false, device_note: "", sees_metrics: ["*"] },
+    { name: "middle", min: 0, max: 1, description: "", devices: ["cpu"], gpu_benefit: false, device_note: "", sees_metrics: ["*"] },
+    { name: "label", min: 1, max: 1, description: "", devices: ["cpu"], gpu_benefit: false, device_note: "", sees_metrics: ["*"] },
   ],
 };
 const party = (name: string): PartyPublic => ({ id: name, name, display_name: name, description: "", created_at: "", disabled: false });

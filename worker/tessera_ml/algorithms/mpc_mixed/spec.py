@@ -10,6 +10,7 @@ from pydantic import AfterValidator, Field, model_validator
 
 from tessera_ml.data.refs import checked_ref
 from tessera_ml.spec import (
+    OPERATIONAL_METRICS,
     AlgorithmConfig,
     AlgorithmSpec,
     Assignment,
@@ -111,6 +112,16 @@ class MpcMixedConfig(AlgorithmConfig):
         return self
 
 
+MPC_OPERATIONAL = (
+    *OPERATIONAL_METRICS,
+    "whole_step_time_s",
+    "online_*",
+    "offline_*",
+    "link_*",
+)
+"""What the compute parties, the dealer and the features party see of others: the protocol's
+costs, not the loss and accuracy only the labels party learns."""
+
 ROLES = (
     RoleSpec(
         name="compute",
@@ -120,9 +131,15 @@ ROLES = (
         max_processes=1,
         device_note="its layers are integer matrix products on the shares, and torch has no "
         "CUDA kernel for integer matmul",
+        sees_metrics=MPC_OPERATIONAL,
     ),
     RoleSpec(
-        name="dealer", min=1, max=1, description="Generates correlated randomness", max_processes=1
+        name="dealer",
+        min=1,
+        max=1,
+        description="Generates correlated randomness",
+        max_processes=1,
+        sees_metrics=MPC_OPERATIONAL,
     ),
     RoleSpec(
         name="features",
@@ -130,6 +147,7 @@ ROLES = (
         max=1,
         description="Secret-shares the sample features",
         max_processes=1,
+        sees_metrics=MPC_OPERATIONAL,
     ),
     RoleSpec(
         name="labels",

@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 
 from tessera_ml.data.refs import DataRefError, parse_ref
 from tessera_ml.spec import (
+    OPERATIONAL_METRICS,
     AlgorithmConfig,
     AlgorithmSpec,
     Assignment,
@@ -190,6 +191,13 @@ SPEC = ParamServerSpec(
             description="Holds a shard of the embedding tables",
             device_note="the table is a compiled hash table in host memory; a GPU table is "
             "not built",
+            sees_metrics=(
+                *OPERATIONAL_METRICS,
+                "table_rows",
+                "rows_created",
+                "exported_rows",
+                "resident_bytes",
+            ),
         ),
         RoleSpec(
             name=WORKER,

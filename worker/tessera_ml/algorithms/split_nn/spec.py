@@ -10,6 +10,7 @@ from pydantic import Field, model_validator
 from tessera_ml.data.refs import DatasetRef
 from tessera_ml.spec import (
     IMPORTS_CODE,
+    OPERATIONAL_METRICS,
     AlgorithmConfig,
     AlgorithmSpec,
     Assignment,
@@ -163,6 +164,7 @@ SPEC = SplitNNSpec(
             max_processes=1,
             devices=("cpu", "cuda"),
             gpu_benefit=True,
+            sees_metrics=OPERATIONAL_METRICS,
         ),
         RoleSpec(
             name="middle",
@@ -172,6 +174,7 @@ SPEC = SplitNNSpec(
             max_processes=1,
             devices=("cpu", "cuda"),
             gpu_benefit=True,
+            sees_metrics=OPERATIONAL_METRICS,
         ),
         RoleSpec(
             name="label",
