@@ -25,6 +25,7 @@ from tessera_api.frontend import mount_dashboard
 from tessera_api.limits import BodySizeLimit
 from tessera_api.routes import (
     algorithms,
+    checkpoint_files,
     digests,
     directory,
     events,
@@ -68,6 +69,7 @@ def api_router() -> APIRouter:
         digests,
         tasks,
         telemetry,
+        checkpoint_files,
         step_times,
         events,
     ):

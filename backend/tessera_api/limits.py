@@ -121,15 +121,23 @@ def _literal(value: float) -> str:
     return "Infinity" if value > 0 else "-Infinity"
 
 
+STREAMED_UPLOAD = re.compile(r"^/api/v1/jobs/[^/]+/checkpoints/\d+/\d+/\d+/file$")
+"""A checkpoint file's upload: streamed to disk, within its own limit
+(``Settings.max_checkpoint_file_bytes``), never held in memory."""
+
+
 class BodySizeLimit:
-    """Refuses a body longer than ``max_bytes``, by its Content-Length or as it arrives."""
+    """Refuses a body longer than ``max_bytes``, by its Content-Length or as it arrives
+    (a streamed upload keeps to its own limit)."""
 
     def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
         self.app = app
         self.max_bytes = max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != "http" or (
+            scope["method"] == "PUT" and STREAMED_UPLOAD.match(scope["path"])
+        ):
             await self.app(scope, receive, send)
             return
         declared = dict(scope["headers"]).get(b"content-length", b"")

@@ -280,6 +280,9 @@ class LogLine(Base):
     time: Mapped[datetime] = mapped_column(default=utcnow)
 
 
+ARTIFACT_CHECKPOINT = "checkpoint"
+
+
 class Checkpoint(Base):
     __tablename__ = "checkpoints"
     __table_args__ = (Index("ix_checkpoints_job_step", "job_id", "step"),)
@@ -294,6 +297,8 @@ class Checkpoint(Base):
     size: Mapped[int] = mapped_column(BigInteger)
     sha256: Mapped[str] = mapped_column(String(64))
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    kind: Mapped[str] = mapped_column(String(16), default=ARTIFACT_CHECKPOINT)
+    """checkpoint (a retry resumes from these), export or model (results of a finished run)"""
 
 
 class StatusTransition(Base):

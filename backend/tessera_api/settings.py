@@ -61,6 +61,17 @@ class Settings(BaseSettings):
         "replicas of the control plane must share it",
     )
 
+    artifacts_dir: Path | None = Field(
+        default=None,
+        description="Where checkpoint files that workers share are kept (default: "
+        "home/artifacts); replicas of the control plane must share it",
+    )
+    max_checkpoint_file_bytes: int = Field(
+        default=1 << 30,
+        gt=0,
+        description="The largest checkpoint file a worker may upload",
+    )
+
     @model_validator(mode="after")
     def _refuse_default_secret(self) -> Self:
         weak = not self.admin_token or self.admin_token == DEFAULT_ADMIN_TOKEN
@@ -76,6 +87,10 @@ class Settings(BaseSettings):
     @property
     def resolved_ca_dir(self) -> Path:
         return self.ca_dir if self.ca_dir is not None else self.home / "ca"
+
+    @property
+    def resolved_artifacts_dir(self) -> Path:
+        return self.artifacts_dir if self.artifacts_dir is not None else self.home / "artifacts"
 
     @property
     def resolved_database_url(self) -> str:

@@ -110,6 +110,8 @@ def start_worker(
     }
     env.update(TESSERA_HOME=str(home), TESSERA_BROKER_URL=settings.broker_url)
     argv = [sys.executable, "-m", "tessera_api.cli", "worker", "--party", party, "--api", api_url]
+    # one machine, one owner: the demo's parties share checkpoint files with the dashboard
+    argv.append("--share-checkpoints")
     if ca_file is not None:
         argv += ["--ca-file", ca_file]
     return procs.spawn(

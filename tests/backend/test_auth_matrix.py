@@ -76,6 +76,8 @@ ROUTES: list[
     ("DELETE", "/jobs/{job}", None, OK, OK, DENIED),
     ("POST", "/jobs/{job}/cancel", None, OK, OK, DENIED),
     ("POST", "/jobs/{job}/retry", None, OK, OK, DENIED),
+    # the admin created the world's job: a party playing in it may not retag it
+    ("PUT", "/jobs/{job}/tags", lambda w: {"tags": ["t"]}, OK, DENIED, DENIED),
     ("POST", "/jobs/{job}/approve", lambda w: {"reason": "fine"}, DENIED, OK, HIDDEN),
     ("POST", "/jobs/{job}/reject", lambda w: {"reason": "no"}, DENIED, OK, HIDDEN),
     ("GET", "/jobs/{job}/transitions", None, OK, OK, DENIED),
@@ -137,6 +139,17 @@ ROUTES: list[
         DENIED,
     ),
     ("GET", "/jobs/{job}/checkpoints", None, OK, OK, DENIED),
+    # no checkpoint was recorded in these worlds: past the access checks, 404
+    # (tests/backend/routes/test_checkpoint_files.py uploads and downloads real ones)
+    (
+        "PUT",
+        "/jobs/{job}/checkpoints/{attempt}/{step}/{rank}/file?task_id={task}",
+        None,
+        404,
+        404,
+        DENIED,
+    ),
+    ("GET", "/jobs/{job}/checkpoints/{attempt}/{step}/{rank}/file", None, 404, 404, DENIED),
     ("GET", "/jobs/{job}/events?once=true", None, OK, OK, DENIED),
 ]
 
@@ -161,6 +174,9 @@ def call(client: TestClient, route: tuple[Any, ...], world: RunningJob, headers:
         worker=world.alice_worker,
         job=world.id,
         task=world.alice_task,
+        attempt=1,
+        step=5,
+        rank=0,
     )
     return client.request(method, url, json=body(world) if body else None, headers=headers)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import signal
 import time
@@ -99,6 +100,24 @@ def test_cancel_stops_every_rank_of_every_party_within_ten_seconds(platform: Pla
     assert job["status"] == "cancelled", job
 
 
+def _shared_file_matches_its_record(platform: Platform, job_id: str, *, step: int) -> None:
+    """``tessera up``'s workers share checkpoint files: alice's rank 0 file of ``step`` comes
+    back byte for byte as recorded, to alice only."""
+    deadline = time.monotonic() + 30
+    while True:
+        listed = platform.get(f"/jobs/{job_id}/checkpoints")
+        record = next(c for c in listed if (c["step"], c["rank"]) == (step, 0))
+        if record["shared"]:
+            break
+        assert time.monotonic() < deadline, f"the file was not shared: {record}"
+        time.sleep(0.2)
+    path = f"/jobs/{job_id}/checkpoints/1/{step}/0/file"
+    mine = platform.http.get(path, headers={"Authorization": f"Bearer {platform.token('alice')}"})
+    assert mine.status_code == 200 and hashlib.sha256(mine.content).hexdigest() == record["sha256"]
+    theirs = platform.http.get(path, headers={"Authorization": f"Bearer {platform.token('bob')}"})
+    assert theirs.status_code == 403
+
+
 def test_a_killed_rank_fails_the_attempt_and_retry_resumes_from_the_checkpoint(
     platform: Platform,
 ) -> None:
@@ -110,6 +129,7 @@ def test_a_killed_rank_fails_the_attempt_and_retry_resumes_from_the_checkpoint(
         assert time.monotonic() < deadline, "no checkpoint of every rank was reported"
         time.sleep(0.2)
     checkpointed = max(complete)
+    _shared_file_matches_its_record(platform, job_id, step=checkpointed)
 
     (victim,) = pids_with(_rank_marker(bob["id"], 1))
     os.kill(victim, signal.SIGKILL)

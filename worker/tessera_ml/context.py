@@ -6,7 +6,7 @@ import hashlib
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import torch
 
@@ -65,14 +65,26 @@ class RankContext:
         """Write this rank's state for ``step`` and report it; no-op without a directory."""
         if self.checkpoint_dir is None:
             return None
-        folder = self.checkpoint_dir / f"step-{step:09d}"
+        return self._save(self.checkpoint_dir / f"step-{step:09d}", step, state, "checkpoint")
+
+    def save_result(
+        self, kind: Literal["export", "model"], step: int, state: dict[str, Any]
+    ) -> None:
+        """Keep a result of the run on this rank's host (a table's export, a model revealed to
+        this party) and report it like a checkpoint, for the party to download; no-op without
+        a directory. A retry never resumes from these."""
+        if self.checkpoint_dir is not None:
+            self._save(self.checkpoint_dir / kind / f"step-{step:09d}", step, state, kind)
+
+    def _save(self, folder: Path, step: int, state: dict[str, Any], kind: str) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"rank-{self.rank}.pt"
         tmp = path.with_suffix(".tmp")
         torch.save(state, tmp)
         tmp.replace(path)
         data = path.read_bytes()
-        self.reporter.checkpoint(step, str(folder), len(data), hashlib.sha256(data).hexdigest())
+        digest = hashlib.sha256(data).hexdigest()
+        self.reporter.checkpoint(step, str(folder), len(data), digest, kind=kind)
         return path
 
     def load_checkpoint(self) -> dict[str, Any] | None:

@@ -23,8 +23,11 @@ class Reporter(Protocol):
     def progress(self, step: int, total: int | None) -> None:
         """Record how far the rank is."""
 
-    def checkpoint(self, step: int, uri: str, size: int, sha256: str) -> None:
-        """Record that a checkpoint was written."""
+    def checkpoint(
+        self, step: int, uri: str, size: int, sha256: str, *, kind: str = "checkpoint"
+    ) -> None:
+        """Record that a checkpoint (or, by ``kind``, an export or a revealed model) was
+        written."""
 
     def flush(self) -> None:
         """Deliver whatever is buffered."""
@@ -46,6 +49,8 @@ class MemoryReporter:
     points: list[MetricPoint] = field(default_factory=list)
     lines: list[tuple[str, str]] = field(default_factory=list)
     checkpoints: list[tuple[int, str, int, str]] = field(default_factory=list)
+    artifacts: list[tuple[str, int, str, int, str]] = field(default_factory=list)
+    """Exports and revealed models: (kind, step, folder, size, SHA-256)."""
     last_progress: tuple[int, int | None] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -61,9 +66,14 @@ class MemoryReporter:
     def progress(self, step: int, total: int | None) -> None:
         self.last_progress = (step, total)
 
-    def checkpoint(self, step: int, uri: str, size: int, sha256: str) -> None:
+    def checkpoint(
+        self, step: int, uri: str, size: int, sha256: str, *, kind: str = "checkpoint"
+    ) -> None:
         with self._lock:
-            self.checkpoints.append((step, uri, size, sha256))
+            if kind == "checkpoint":
+                self.checkpoints.append((step, uri, size, sha256))
+            else:
+                self.artifacts.append((kind, step, uri, size, sha256))
 
     def flush(self) -> None:
         return None

@@ -54,6 +54,12 @@ def parser() -> argparse.ArgumentParser:
         "environment or argument list",
     )
     p.add_argument(
+        "--share-checkpoints",
+        action="store_true",
+        help="upload the checkpoint files of this party's ranks to the control plane, so the "
+        "party can download them from the dashboard (default: they stay on this host)",
+    )
+    p.add_argument(
         "--allow-custom",
         action="append",
         default=[],
@@ -199,6 +205,7 @@ def build_runtime(args: argparse.Namespace) -> Runtime:
         collective_timeout_s=args.collective_timeout,
         address=address,
         allow_custom=tuple(args.allow_custom),
+        share_checkpoints=args.share_checkpoints,
     )
     return Runtime(
         party=args.party,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ssl
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -85,7 +86,24 @@ class ControlPlane:
         self._call("POST", f"/jobs/{job_id}/logs", {"task_id": task_id, "lines": lines})
 
     def post_checkpoint(self, job_id: str, body: dict[str, Any]) -> None:
-        self._call("POST", f"/jobs/{job_id}/checkpoints", body)
+        """Record a checkpoint, or (an item with ``upload``, queued after its record) upload
+        its file."""
+        if "upload" not in body:
+            self._call("POST", f"/jobs/{job_id}/checkpoints", body)
+            return
+        path = Path(body["upload"])
+        if not path.is_file():
+            raise ApiError(0, f"checkpoint file {path} is gone; not uploaded", "file_gone")
+        where = f"/jobs/{job_id}/checkpoints/{body['attempt']}/{body['step']}/{body['rank']}/file"
+        with path.open("rb") as file:
+            response = self._http.put(
+                API + where,
+                params={"task_id": body["task_id"], "kind": body.get("kind", "checkpoint")},
+                content=iter(lambda: file.read(1 << 20), b""),
+                headers=self._headers | {"Content-Type": "application/octet-stream"},
+            )
+        if response.status_code >= 400:
+            raise ApiError(response.status_code, _detail(response), _code(response))
 
 
 def _verify(verify: str | bool) -> ssl.SSLContext | bool:

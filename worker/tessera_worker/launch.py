@@ -96,6 +96,8 @@ class RankLaunch(BaseModel):
     api_ca_file: str | None = None
     """The authority the control plane's HTTPS certificate is checked against (None: system)."""
     checkpoint_dir: str | None = None
+    share_checkpoints: bool = False
+    """Whether the rank uploads each checkpoint's file after recording it."""
     resume_from: str | None = None
     data_root: str | None = None
     rendezvous_timeout_s: float = 120.0

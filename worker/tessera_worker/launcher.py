@@ -51,6 +51,9 @@ class LaunchSettings:
     """Where this worker's ranks accept links from other parties' ranks."""
     allow_custom: tuple[str, ...] = ()
     """Prefixes of the code (``module`` or ``module:callable``) a job may make ranks import."""
+    share_checkpoints: bool = False
+    """Whether ranks upload their checkpoint files to the control plane, for this party to
+    download from the dashboard (off: they stay on this host)."""
 
     def log_dir(self, task_id: str) -> Path:
         return self.home / "logs" / task_id
@@ -134,6 +137,7 @@ def rank_specs(
             api_url=settings.api_url,
             api_ca_file=settings.api_ca_file,
             checkpoint_dir=str(checkpoints),
+            share_checkpoints=settings.share_checkpoints,
             # this host's own checkpoint of that step: a path another party reported is not
             # opened here, whatever it says
             resume_from=(

@@ -94,8 +94,10 @@ class ProgressLines:
     def log(self, message: str, *, level: str = "info") -> None:
         self.inner.log(message, level=level)
 
-    def checkpoint(self, step: int, uri: str, size: int, sha256: str) -> None:
-        self.inner.checkpoint(step, uri, size, sha256)
+    def checkpoint(
+        self, step: int, uri: str, size: int, sha256: str, *, kind: str = "checkpoint"
+    ) -> None:
+        self.inner.checkpoint(step, uri, size, sha256, kind=kind)
 
     def flush(self) -> None:
         self.inner.flush()

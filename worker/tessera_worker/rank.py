@@ -59,7 +59,14 @@ def _reporter(spec: RankLaunch) -> Any:
 
     api = ControlPlane(spec.api_url, spec.task_token, verify=spec.api_ca_file or True)
     spool = Path(spec.spool_path) if spec.spool_path else None
-    return HttpReporter(api, job_id=spec.job_id, task_id=spec.task_id, rank=spec.rank, spool=spool)
+    return HttpReporter(
+        api,
+        job_id=spec.job_id,
+        task_id=spec.task_id,
+        rank=spec.rank,
+        spool=spool,
+        share_files_of=spec.attempt if spec.share_checkpoints else None,
+    )
 
 
 def _credentials(spec: RankLaunch) -> Any:

@@ -45,9 +45,13 @@ class HttpReporter:
         flush_interval_s: float = 0.5,
         max_backoff_s: float = 5.0,
         spool: Path | None = None,
+        share_files_of: int | None = None,
     ) -> None:
+        """``share_files_of``: the attempt whose checkpoint files to upload after recording
+        them (None: they stay on this host)."""
         self._api = api
         self._spool = spool
+        self._share_files_of = share_files_of
         self.job_id = job_id
         self.task_id = task_id
         self.rank = rank
@@ -98,10 +102,18 @@ class HttpReporter:
         if total:
             self.metrics(step, {"progress": min(1.0, step / total)})
 
-    def checkpoint(self, step: int, uri: str, size: int, sha256: str) -> None:
+    def checkpoint(
+        self, step: int, uri: str, size: int, sha256: str, *, kind: str = "checkpoint"
+    ) -> None:
         body = {"task_id": self.task_id, "rank": self.rank, "step": step, "uri": uri}
+        if kind != "checkpoint":
+            body["kind"] = kind
         with self._lock:
             self._checkpoints.append(body | {"size": size, "sha256": sha256})
+            if self._share_files_of is not None:
+                # the file RankContext wrote into the folder it reported
+                path = str(Path(uri) / f"rank-{self.rank}.pt")
+                self._checkpoints.append({"upload": path, "attempt": self._share_files_of} | body)
         self._wake.set()
 
     def flush(self, timeout_s: float = 10.0) -> bool:

@@ -7,7 +7,14 @@ from typing import Annotated
 from fastapi import APIRouter, Query, Response
 from sqlalchemy.orm import Session
 
-from tessera_api.deps import Principal, ReadsDep, SessionDep, TaskReporter
+from tessera_api.deps import (
+    Principal,
+    ReadsDep,
+    SessionDep,
+    SettingsDep,
+    SpecsDep,
+    TaskReporter,
+)
 from tessera_api.errors import not_found, problem_responses
 from tessera_api.routes.paging import Cursor, Key
 from tessera_api.schemas import (
@@ -24,7 +31,7 @@ from tessera_api.schemas import (
     Step,
 )
 from tessera_api.security import Caller
-from tessera_api.services import jobs, series, telemetry
+from tessera_api.services import checkpoint_files, jobs, series, telemetry, visibility
 from tessera_api.services.tasks import task_of_job
 
 router = APIRouter(prefix="/jobs/{job_id}", tags=["telemetry"])
@@ -45,6 +52,7 @@ def ingest_metrics(
 async def query_metrics(
     job_id: Key,
     reads: ReadsDep,
+    specs: SpecsDep,
     names: Annotated[list[MetricName] | None, Query(max_length=64)] = None,
     attempt: Annotated[int | None, Query(ge=1, le=1_000_000)] = None,
     rank: Annotated[int | None, Query(ge=0, le=65535)] = None,
@@ -52,7 +60,8 @@ async def query_metrics(
     step_max: Step | None = None,
     max_points: Annotated[int, Query(ge=2, le=10_000)] = 1000,
 ) -> Response:
-    """Metric series of an attempt (default: the latest), downsampled to max_points each."""
+    """Metric series of an attempt (default: the latest), each downsampled to max_points."""
+    # of other parties' ranks, only the metrics the caller's roles may see (services.visibility)
 
     def read(session: Session, caller: Caller) -> Response:
         job = jobs.get_job(session, job_id=job_id, caller=caller)
@@ -60,6 +69,9 @@ async def query_metrics(
         if chosen is None:
             raise not_found("attempt", str(attempt))
         attempt_id, number = chosen
+        view = visibility.metric_view(
+            session, job=job, attempt_id=attempt_id, caller=caller, specs=specs
+        )
         data = series.query_series(
             session,
             attempt_id=attempt_id,
@@ -68,6 +80,7 @@ async def query_metrics(
             step_min=step_min,
             step_max=step_max,
             max_points=max_points,
+            visible=None if view is None else view.sees,
         )
         # encoded once: a model per point would cost more than the query
         return Response(series.encode(number, data), media_type="application/json")
@@ -91,6 +104,7 @@ def read_logs(
     job_id: Key,
     caller: Principal,
     session: SessionDep,
+    specs: SpecsDep,
     task_id: Annotated[
         str | None, Query(max_length=64, json_schema_extra=AS_NAME), NameCheck
     ] = None,
@@ -98,8 +112,17 @@ def read_logs(
     limit: Annotated[int, Query(ge=1, le=5000)] = 500,
 ) -> LogsPublic:
     """Read log lines after a cursor, optionally of one task."""
-    jobs.get_job(session, job_id=job_id, caller=caller)
-    rows = telemetry.read_logs(session, job_id=job_id, task_id=task_id, after=after, limit=limit)
+    # a party whose roles may not see every metric of others reads only its own tasks' lines
+    job = jobs.get_job(session, job_id=job_id, caller=caller)
+    limited = visibility.patterns(session, job=job, caller=caller, specs=specs) is not None
+    rows = telemetry.read_logs(
+        session,
+        job_id=job_id,
+        task_id=task_id,
+        after=after,
+        limit=limit,
+        party_id=caller.party.id if limited and caller.party is not None else None,
+    )
     data = [LogLinePublic.model_validate(r, from_attributes=True) for r in rows]
     return LogsPublic(data=data, next_cursor=data[-1].id if data else after)
 
@@ -116,9 +139,12 @@ def record_checkpoint(
 
 
 @router.get("/checkpoints", responses=problem_responses(403, 404))
-def list_checkpoints(job_id: Key, caller: Principal, session: SessionDep) -> list[CheckpointPublic]:
-    """List the checkpoints every attempt of a job recorded."""
+def list_checkpoints(
+    job_id: Key, caller: Principal, session: SessionDep, settings: SettingsDep
+) -> list[CheckpointPublic]:
+    """List the checkpoints every attempt of a job recorded and whether each file is shared."""
     jobs.get_job(session, job_id=job_id, caller=caller)
+    root = settings.resolved_artifacts_dir
     return [
         CheckpointPublic(
             attempt=number,
@@ -128,6 +154,11 @@ def list_checkpoints(job_id: Key, caller: Principal, session: SessionDep) -> lis
             size=c.size,
             sha256=c.sha256,
             created_at=c.created_at,
+            kind=c.kind,
+            party=party,
+            shared=checkpoint_files.is_shared(
+                root, job_id=job_id, attempt=number, kind=c.kind, step=c.step, rank=c.rank
+            ),
         )
-        for c, number in telemetry.list_checkpoints(session, job_id=job_id)
+        for c, number, party in telemetry.list_checkpoints(session, job_id=job_id)
     ]

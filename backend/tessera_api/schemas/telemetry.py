@@ -93,6 +93,15 @@ class LogsPublic(BaseModel):
     next_cursor: int = Field(description="Pass as `after` to read the following lines")
 
 
+ArtifactKind = Annotated[
+    Literal["checkpoint", "export", "model"],
+    Field(
+        description="checkpoint: a rank's state at a step (a retry resumes from these); export: "
+        "a table exported at the end of a run; model: a model revealed to the rank's party"
+    ),
+]
+
+
 class CheckpointIn(Strict):
     task_id: Id
     rank: Rank
@@ -100,6 +109,7 @@ class CheckpointIn(Strict):
     uri: Annotated[str, Field(min_length=1, max_length=2048, json_schema_extra=AS_NAME), NameCheck]
     size: Annotated[int, Field(ge=0, le=MAX_INT)]
     sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")]
+    kind: ArtifactKind = "checkpoint"
 
 
 class CheckpointPublic(BaseModel):
@@ -110,3 +120,9 @@ class CheckpointPublic(BaseModel):
     size: int
     sha256: str
     created_at: datetime
+    kind: ArtifactKind
+    party: str = Field(description="The party whose rank wrote it")
+    shared: bool = Field(
+        description="Whether its worker shared the file with the control plane, so that party "
+        "(and the admin) can download it"
+    )

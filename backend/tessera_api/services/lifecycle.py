@@ -14,7 +14,16 @@ from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from tessera_api.errors import conflict, invalid, not_found
-from tessera_api.models import Attempt, Checkpoint, Job, Party, RoleAssignment, Task, Worker
+from tessera_api.models import (
+    ARTIFACT_CHECKPOINT,
+    Attempt,
+    Checkpoint,
+    Job,
+    Party,
+    RoleAssignment,
+    Task,
+    Worker,
+)
 from tessera_api.services.history import (
     create_task_record,
     move_attempt,
@@ -362,7 +371,7 @@ def _resume_point(
 ) -> tuple[int, str] | None:
     complete = (
         select(Checkpoint.step)
-        .where(Checkpoint.job_id == job_id)
+        .where(Checkpoint.job_id == job_id, Checkpoint.kind == ARTIFACT_CHECKPOINT)
         .group_by(Checkpoint.step)
         .having(func.count(func.distinct(Checkpoint.rank)) >= world_size)
     )
@@ -380,7 +389,11 @@ def _resume_point(
         return None
     uri = session.scalar(
         select(Checkpoint.uri)
-        .where(Checkpoint.job_id == job_id, Checkpoint.step == chosen)
+        .where(
+            Checkpoint.job_id == job_id,
+            Checkpoint.step == chosen,
+            Checkpoint.kind == ARTIFACT_CHECKPOINT,
+        )
         .order_by(Checkpoint.rank, Checkpoint.id.desc())
         .limit(1)
     )

@@ -15,6 +15,7 @@ from tessera_api.models import (
     LogLine,
     MetricPoint,
     MetricSeries,
+    Party,
     Task,
     utcnow,
 )
@@ -57,6 +58,7 @@ def ingest_metrics(
         kind="metrics",
         data={
             "attempt": task.attempt.number,
+            "party": task.party.name,
             "count": len(points),
             "names": sorted(last),
             "first_step": min(p.step for p in points),
@@ -158,11 +160,20 @@ def ingest_logs(session: Session, *, job_id: str, task: Task, lines: Sequence[Lo
 
 
 def read_logs(
-    session: Session, *, job_id: str, task_id: str | None, after: int, limit: int
+    session: Session,
+    *,
+    job_id: str,
+    task_id: str | None,
+    after: int,
+    limit: int,
+    party_id: str | None = None,
 ) -> list[LogLine]:
+    """Log lines after ``after``: of one task, or only of ``party_id``'s tasks, when given."""
     query = select(LogLine).where(LogLine.job_id == job_id, LogLine.id > after)
     if task_id is not None:
         query = query.where(LogLine.task_id == task_id)
+    if party_id is not None:
+        query = query.where(LogLine.task_id.in_(select(Task.id).where(Task.party_id == party_id)))
     return list(session.scalars(query.order_by(LogLine.id).limit(limit)).all())
 
 
@@ -180,22 +191,31 @@ def record_checkpoint(
             uri=checkpoint.uri,
             size=checkpoint.size,
             sha256=checkpoint.sha256,
+            kind=checkpoint.kind,
         )
     )
     record_event(
         session,
         job_id=job_id,
         kind="checkpoint",
-        data={"attempt": task.attempt.number, "rank": checkpoint.rank, "step": checkpoint.step},
+        data={
+            "attempt": task.attempt.number,
+            "rank": checkpoint.rank,
+            "step": checkpoint.step,
+            "kind": checkpoint.kind,
+        },
     )
     session.flush()
 
 
-def list_checkpoints(session: Session, *, job_id: str) -> list[tuple[Checkpoint, int]]:
+def list_checkpoints(session: Session, *, job_id: str) -> list[tuple[Checkpoint, int, str]]:
+    """Each checkpoint of the job with its attempt's number and the name of its rank's party."""
     rows = session.execute(
-        select(Checkpoint, Attempt.number)
+        select(Checkpoint, Attempt.number, Party.name)
         .join(Attempt, Checkpoint.attempt_id == Attempt.id)
+        .join(Task, Checkpoint.task_id == Task.id)
+        .join(Party, Task.party_id == Party.id)
         .where(Checkpoint.job_id == job_id)
-        .order_by(Checkpoint.step, Checkpoint.rank, Checkpoint.id)
+        .order_by(Checkpoint.kind, Checkpoint.step, Checkpoint.rank, Checkpoint.id)
     ).all()
-    return [(c, n) for c, n in rows]
+    return [(c, n, party) for c, n, party in rows]

@@ -177,7 +177,7 @@ export interface paths {
         };
         /**
          * List Checkpoints
-         * @description List the checkpoints every attempt of a job recorded.
+         * @description List the checkpoints every attempt of a job recorded and whether each file is shared.
          */
         get: operations["telemetry-list_checkpoints"];
         put?: never;
@@ -186,6 +186,30 @@ export interface paths {
          * @description Record that a rank wrote a checkpoint.
          */
         post: operations["telemetry-record_checkpoint"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/jobs/{job_id}/checkpoints/{attempt}/{step}/{rank}/file": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Download Checkpoint File
+         * @description A checkpoint's file, for the party whose rank wrote it (and the admin).
+         */
+        get: operations["telemetry-download_checkpoint_file"];
+        /**
+         * Upload Checkpoint File
+         * @description Store the file of a checkpoint the task recorded; its size and SHA-256 must match.
+         */
+        put: operations["telemetry-upload_checkpoint_file"];
+        post?: never;
         delete?: never;
         options?: never;
         head?: never;
@@ -245,7 +269,7 @@ export interface paths {
         };
         /**
          * Query Metrics
-         * @description Metric series of an attempt (default: the latest), downsampled to max_points each.
+         * @description Metric series of an attempt (default: the latest), each downsampled to max_points.
          */
         get: operations["telemetry-query_metrics"];
         put?: never;
@@ -313,6 +337,26 @@ export interface paths {
          */
         get: operations["telemetry-read_step_times"];
         put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/v1/jobs/{job_id}/tags": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        /**
+         * Set Job Tags
+         * @description Replace a job's tags (the admin and the party that created the job may).
+         */
+        put: operations["jobs-set_job_tags"];
         post?: never;
         delete?: never;
         options?: never;
@@ -760,6 +804,13 @@ export interface components {
         };
         /** CheckpointIn */
         CheckpointIn: {
+            /**
+             * Kind
+             * @description checkpoint: a rank's state at a step (a retry resumes from these); export: a table exported at the end of a run; model: a model revealed to the rank's party
+             * @default checkpoint
+             * @enum {string}
+             */
+            kind: "checkpoint" | "export" | "model";
             /** Rank */
             rank: number;
             /** Sha256 */
@@ -782,10 +833,26 @@ export interface components {
              * Format: date-time
              */
             created_at: string;
+            /**
+             * Kind
+             * @description checkpoint: a rank's state at a step (a retry resumes from these); export: a table exported at the end of a run; model: a model revealed to the rank's party
+             * @enum {string}
+             */
+            kind: "checkpoint" | "export" | "model";
+            /**
+             * Party
+             * @description The party whose rank wrote it
+             */
+            party: string;
             /** Rank */
             rank: number;
             /** Sha256 */
             sha256: string;
+            /**
+             * Shared
+             * @description Whether its worker shared the file with the control plane, so that party (and the admin) can download it
+             */
+            shared: boolean;
             /** Size */
             size: number;
             /** Step */
@@ -873,6 +940,11 @@ export interface components {
              * @default 0
              */
             priority: number;
+            /**
+             * Tags
+             * @description At most 16 tags; a repeated tag is kept once, in its first place
+             */
+            tags?: string[];
         };
         /** JobDigest */
         JobDigest: {
@@ -932,6 +1004,11 @@ export interface components {
             /** Status Reason */
             status_reason: string;
             /**
+             * Tags
+             * @description The job's tags, in their order
+             */
+            tags?: string[];
+            /**
              * Waiting For
              * @description Parties that have not approved the job yet
              */
@@ -984,10 +1061,23 @@ export interface components {
             /** Status Reason */
             status_reason: string;
             /**
+             * Tags
+             * @description The job's tags, in their order
+             */
+            tags?: string[];
+            /**
              * Waiting For
              * @description Parties that have not approved the job yet
              */
             waiting_for: string[];
+        };
+        /** JobTagsIn */
+        JobTagsIn: {
+            /**
+             * Tags
+             * @description The job's new tags, replacing the old ones
+             */
+            tags: string[];
         };
         /** LaunchDescription */
         LaunchDescription: {
@@ -1358,6 +1448,14 @@ export interface components {
             min: number;
             /** Name */
             name: string;
+            /**
+             * Sees Metrics
+             * @description Metric names (shell-style patterns) the role's parties read from other parties' ranks; a party always reads its own ranks' metrics
+             * @default [
+             *       "*"
+             *     ]
+             */
+            sees_metrics: string[];
         };
         /** Series */
         Series: {
@@ -1830,6 +1928,8 @@ export interface operations {
                 sort?: "created_at" | "-created_at" | "name" | "-name" | "priority" | "-priority";
                 /** @description Only pending jobs the calling party (admin: any party) has to answer */
                 awaiting_approval?: boolean;
+                /** @description Only jobs carrying this tag (the whole tag, as written) */
+                tag?: string;
                 /** @description Page size */
                 limit?: number;
                 /** @description Items to skip */
@@ -2336,6 +2436,146 @@ export interface operations {
                 content: {
                     "application/problem+json": components["schemas"]["Problem"];
                 };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "telemetry-download_checkpoint_file": {
+        parameters: {
+            query?: {
+                /** @description What the rank saved */
+                kind?: "checkpoint" | "export" | "model";
+            };
+            header?: never;
+            path: {
+                job_id: string;
+                attempt: number;
+                step: number;
+                rank: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The checkpoint's file */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/octet-stream": string;
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "telemetry-upload_checkpoint_file": {
+        parameters: {
+            query: {
+                task_id: string;
+                /** @description What the rank saved */
+                kind?: "checkpoint" | "export" | "model";
+            };
+            header?: never;
+            path: {
+                job_id: string;
+                attempt: number;
+                step: number;
+                rank: number;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/octet-stream": string;
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
             };
             /** @description Unauthorized */
             401: {
@@ -2956,6 +3196,86 @@ export interface operations {
             };
             /** @description Not Found */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+        };
+    };
+    "jobs-set_job_tags": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                job_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["JobTagsIn"];
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["JobPublic"];
+                };
+            };
+            /** @description Bad Request */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/problem+json": components["schemas"]["Problem"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { job } from "../test-fixtures";
 import { causeOf } from "./ErrorText";
-import { better, formatDuration, progressOf, timeLeft } from "./JobOverview";
+import { better, formatDuration, formatMetric, progressOf, timeLeft } from "./JobOverview";
 import { roleRows } from "./RoleTable";
 
 const pts = (values: number[]) => values.map((value, i) => ({ step: i + 1, value, min: value, max: value, count: 1 }));
@@ -16,6 +16,12 @@ describe("job overview figures", () => {
     expect(timeLeft(60_000, 0.25)).toBe(180_000);
     expect(timeLeft(60_000, 1)).toBeNull();
     expect(formatDuration(180_000)).toBe("3 min 0 s");
+  });
+
+  it("shows a metric in its unit where it has one", () => {
+    expect(formatMetric("bytes_sent", 3 * 1024 * 1024)).toBe("3.00 MiB");
+    expect(formatMetric("step_time_s", 0.0123)).toBe("12.3 ms");
+    expect(formatMetric("loss", 0.123456)).toBe("0.1235");
   });
 
   it("knows which way a metric improves, and that counters have no best", () => {

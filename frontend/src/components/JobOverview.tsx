@@ -1,6 +1,7 @@
 /** A job at a glance: status, duration, attempts, creator, progress with time left, and each metric's final and best value. */
 import type { JobPublic, Series } from "../api/client";
 import { formatTime } from "../hooks/queries";
+import { formatValue as formatInUnit, unitOf } from "./metricFamilies";
 import { StatusChip } from "./StatusChip";
 
 export function formatDuration(ms: number): string {
@@ -69,6 +70,12 @@ export function metricSummaries(series: Series[]): MetricSummary[] {
     });
 }
 
+/** A metric's value in its unit where it has one (bytes, times, rates), else as a number. */
+export function formatMetric(name: string, v: number): string {
+  const unit = unitOf(name);
+  return unit === "bytes" || unit === "ms" || unit === "percent" || unit === "rate" ? formatInUnit(v, unit) + (unit === "rate" ? "/s" : "") : formatValue(v);
+}
+
 export function formatValue(v: number): string {
   if (Number.isInteger(v)) return v.toLocaleString();
   const a = Math.abs(v);
@@ -132,8 +139,8 @@ export function JobOverview({ job, series, now = Date.now() }: { job: JobPublic;
             {summaries.map((m) => (
               <tr key={m.name} data-metric={m.name}>
                 <td className="mono">{m.name}</td>
-                <td>{formatValue(m.final)}</td>
-                <td>{m.best === null ? "—" : `${formatValue(m.best)} at step ${m.bestStep}`}</td>
+                <td>{formatMetric(m.name, m.final)}</td>
+                <td>{m.best === null ? "—" : `${formatMetric(m.name, m.best)} at step ${m.bestStep}`}</td>
               </tr>
             ))}
           </tbody>

@@ -5,7 +5,7 @@ import type { JobPublic, Series } from "../api/client";
 import { ConnectionBanner } from "../components/ConnectionBanner";
 import { Backoff } from "../hooks/backoff";
 import { job, paramServer } from "../test-fixtures";
-import { renderSignedIn, stubApi } from "../test-utils";
+import { json, renderSignedIn, stubApi, type Routes as Stubs } from "../test-utils";
 import { JobDetailPage } from "./JobDetailPage";
 
 // uPlot draws on a canvas jsdom lacks; the charts have their own tests
@@ -64,9 +64,10 @@ const series: Series[] = [
   { name: "progress", rank: 1, downsampled: false, points: points([0.3, 0.6, 1]) },
 ];
 
-function stub(j: JobPublic, net = { down: false }) {
+function stub(j: JobPublic | (() => JobPublic), net = { down: false }, more: Stubs = {}) {
   const routes = stubApi({
-    "GET /api/v1/jobs/j1": () => j,
+    ...more,
+    "GET /api/v1/jobs/j1": () => (typeof j === "function" ? j() : j),
     "GET /api/v1/jobs/j1/metrics": () => ({ series }),
     "GET /api/v1/jobs/j1/transitions": () => [],
     "GET /api/v1/jobs/j1/checkpoints": () => [],
@@ -83,7 +84,7 @@ function stub(j: JobPublic, net = { down: false }) {
   return routes;
 }
 
-function renderJob() {
+function renderJob(who: { name: string; isAdmin?: boolean } = { name: "admin", isAdmin: true }) {
   return renderSignedIn(
     <>
       <ConnectionBanner backoff={() => new Backoff({ baseMs: 10, jitter: 0 })} />
@@ -92,7 +93,7 @@ function renderJob() {
         <Route path="/jobs/new" element={<p>new job form</p>} />
       </Routes>
     </>,
-    { name: "admin", isAdmin: true },
+    who,
     "/jobs/j1",
   );
 }
@@ -155,5 +156,57 @@ describe("JobDetailPage", () => {
     await waitFor(() => expect(screen.queryByTestId("connection-lost")).toBeNull());
     await waitFor(() => expect(calls.filter((c) => c.path === "/api/v1/jobs/j1").length).toBeGreaterThan(before));
     expect(calls.some((c) => c.path === "/api/v1/version")).toBe(true);
+  });
+
+  it("shows the tags as links to the jobs carrying them, and lets the creator change them", async () => {
+    let current: JobPublic = { ...finished("succeeded"), creator: "party:alice", tags: ["baseline", "v1"] };
+    const refused = { title: "Unprocessable Entity", status: 422, code: "invalid_request", errors: [{ loc: ["body", "tags", 1], msg: "a tag starts with a letter or a digit" }] };
+    const calls = stub(() => current, undefined, {
+      "PUT /api/v1/jobs/j1/tags": ({ body }) => {
+        const { tags } = body as { tags: string[] };
+        if (tags.includes("-x")) return json(refused, 422);
+        current = { ...current, tags };
+        return current;
+      },
+    });
+    renderJob({ name: "alice" });
+    const tags = await screen.findByRole("group", { name: "Tags" });
+    expect(within(tags).getByRole("link", { name: "baseline" })).toHaveAttribute("href", "/jobs?tag=baseline");
+
+    fireEvent.click(within(tags).getByRole("button", { name: "Edit tags" }));
+    const input = within(tags).getByLabelText("Tags, separated by commas");
+    expect(input).toHaveValue("baseline, v1");
+    fireEvent.change(input, { target: { value: "baseline, -x" } });
+    fireEvent.click(within(tags).getByRole("button", { name: "Save tags" }));
+    expect(await within(tags).findByRole("alert")).toHaveTextContent("“-x”: a tag starts with a letter or a digit");
+
+    fireEvent.change(input, { target: { value: "baseline, v2 , baseline" } });
+    fireEvent.click(within(tags).getByRole("button", { name: "Save tags" }));
+    await within(tags).findByRole("link", { name: "v2" });
+    expect(within(tags).queryByRole("link", { name: "v1" })).toBeNull();
+    const puts = calls.filter((c) => c.method === "PUT");
+    expect(puts.map((c) => c.body)).toEqual([{ tags: ["baseline", "-x"] }, { tags: ["baseline", "v2"] }]);
+  });
+
+  it("offers no tag editor to a party that did not create the job", async () => {
+    stub({ ...finished("succeeded"), creator: "admin", tags: ["baseline"] });
+    renderJob({ name: "bob" });
+    const tags = await screen.findByRole("group", { name: "Tags" });
+    expect(within(tags).getByRole("link", { name: "baseline" })).toBeInTheDocument();
+    expect(within(tags).queryByRole("button", { name: "Edit tags" })).toBeNull();
+  });
+
+  it("lets the admin tag an untagged job", async () => {
+    const calls = stub({ ...finished("succeeded"), creator: "party:alice" }, undefined, {
+      "PUT /api/v1/jobs/j1/tags": ({ body }) => ({ ...finished("succeeded"), ...(body as object) }),
+    });
+    renderJob();
+    const tags = await screen.findByRole("group", { name: "Tags" });
+    expect(tags).toHaveTextContent("none");
+    fireEvent.click(within(tags).getByRole("button", { name: "Edit tags" }));
+    fireEvent.change(within(tags).getByLabelText("Tags, separated by commas"), { target: { value: "first" } });
+    fireEvent.click(within(tags).getByRole("button", { name: "Save tags" }));
+    await within(tags).findByRole("link", { name: "first" });
+    expect(calls.filter((c) => c.method === "PUT").map((c) => c.body)).toEqual([{ tags: ["first"] }]);
   });
 });

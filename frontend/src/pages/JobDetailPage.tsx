@@ -2,10 +2,12 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useCallback, useState } from "react";
 import { Link, useParams } from "react-router-dom";
 import { api, errorText, unwrap, type JobPublic } from "../api/client";
+import { Checkpoints, completeSteps } from "../components/Checkpoints";
 import { ConfigTree } from "../components/ConfigTree";
 import { ErrorText } from "../components/ErrorText";
 import { JobApprovals } from "../components/JobApprovals";
 import { JobOverview } from "../components/JobOverview";
+import { JobTags } from "../components/JobTags";
 import type { JsonSchema } from "../components/jsonSchema";
 import { RoleTable } from "../components/RoleTable";
 import { LiveIndicator } from "../components/LiveIndicator";
@@ -15,10 +17,12 @@ import { StatusChip } from "../components/StatusChip";
 import { pollEvery } from "../hooks/polling";
 import { formatBytes, formatTime, TERMINAL, useAlgorithms, useWorkers } from "../hooks/queries";
 import { useJobEvents } from "../hooks/useJobEvents";
+import { useAuth } from "../auth";
 
 export function JobDetailPage() {
   const { jobId = "" } = useParams();
   const queryClient = useQueryClient();
+  const { identity } = useAuth();
   const job = useQuery({
     queryKey: ["job", jobId],
     queryFn: async () => unwrap(await api.GET("/api/v1/jobs/{job_id}", { params: { path: { job_id: jobId } } })),
@@ -74,7 +78,7 @@ export function JobDetailPage() {
   if (!job.data) return <p>Loading…</p>;
   const j = job.data;
   const attempt = j.attempts[j.attempts.length - 1];
-  const steps = [...new Set(checkpoints.data?.map((c) => c.step) ?? [])].sort((a, b) => b - a);
+  const steps = completeSteps(checkpoints.data ?? [], attempt?.tasks.flatMap((t) => t.ranks.map((r) => r.rank)) ?? []);
   const bytesNow = lastValues(metrics.data?.series ?? [], "bytes_sent");
   const approvalsFirst = j.status === "pending" || j.status === "rejected";
 
@@ -125,6 +129,7 @@ export function JobDetailPage() {
         <span className="mono">{j.algorithm}</span> · device {j.device ?? "auto"} · created {formatTime(j.created_at)} by {j.creator}
         {j.status_reason && !failure && <> · {j.status_reason}</>}
       </p>
+      <JobTags job={j} identity={identity} />
       {failure && (
         <div className="banner bad job-failure" role="note" aria-label="Why the job ended">
           <ErrorText text={failure} />
@@ -170,29 +175,9 @@ export function JobDetailPage() {
             ))}
           </ol>
         </section>
-        <section className="panel" aria-label="Checkpoints">
-          <h3>Checkpoints</h3>
-          <table>
-            <thead>
-              <tr>
-                <th>Step</th>
-                <th>Rank</th>
-                <th>Size</th>
-                <th>SHA-256</th>
-              </tr>
-            </thead>
-            <tbody>
-              {checkpoints.data?.map((c, i) => (
-                <tr key={i}>
-                  <td>{c.step}</td>
-                  <td>{c.rank}</td>
-                  <td>{formatBytes(c.size)}</td>
-                  <td className="mono">{c.sha256.slice(0, 12)}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-          {checkpoints.data?.length === 0 && <p className="muted">None yet.</p>}
+        <section className="panel" aria-label="Artifacts">
+          <h3>Artifacts</h3>
+          <Checkpoints jobId={j.id} checkpoints={checkpoints.data ?? []} identity={identity} />
         </section>
       </div>
     </>

@@ -3,15 +3,23 @@ import { Route, Routes } from "react-router-dom";
 import { describe, expect, it } from "vitest";
 import { directory, job, paramServer, zoPair } from "../test-fixtures";
 import { json, renderSignedIn, stubApi, type Call } from "../test-utils";
-import { copyName, NewJobPage, runsOn } from "./NewJobPage";
+import { copyName, NewJobPage, runsOn, seesOfOthers } from "./NewJobPage";
 
-const role = { name: "r", min: 1, max: null, description: "", device_note: "" };
+const role = { name: "r", min: 1, max: null, description: "", device_note: "", sees_metrics: ["*"] };
 
 describe("runsOn", () => {
   it("names where a role's ranks can run, from its device contract", () => {
     expect(runsOn({ ...role, devices: ["cpu"], gpu_benefit: false })).toBe("CPU");
     expect(runsOn({ ...role, devices: ["cpu", "cuda"], gpu_benefit: true })).toBe("GPU or CPU (faster on GPU)");
     expect(runsOn({ ...role, devices: ["cpu", "cuda"], gpu_benefit: false })).toBe("CPU or GPU");
+  });
+});
+
+describe("seesOfOthers", () => {
+  it("says what a role's parties read of other parties' ranks", () => {
+    const full = { ...role, devices: ["cpu" as const], gpu_benefit: false };
+    expect(seesOfOthers(full)).toBe("every metric");
+    expect(seesOfOthers({ ...full, sees_metrics: ["step_time_s", "bytes_*"] })).toBe("how they run (no results, no logs)");
   });
 });
 
@@ -22,12 +30,12 @@ describe("copyName", () => {
   });
 });
 
-function api(reply: (call: Call) => Response | object = () => json({ ...job(), id: "j9" }, 201)) {
+function api(reply: (call: Call) => Response | object = () => json({ ...job(), id: "j9" }, 201), source = job()) {
   return stubApi({
     "GET /api/v1/algorithms": () => [paramServer, zoPair],
     "GET /api/v1/party-directory": () => directory,
     "GET /api/v1/workers": () => ({ data: [], count: 0 }),
-    "GET /api/v1/jobs/j1": () => job(),
+    "GET /api/v1/jobs/j1": () => source,
     "POST /api/v1/jobs": reply,
   });
 }
@@ -57,6 +65,7 @@ describe("NewJobPage", () => {
     await screen.findByText("job page");
     const [body] = posted(calls);
     expect(body.config).toEqual({});
+    expect(body).not.toHaveProperty("tags");
     expect(body.assignments).toEqual([
       { party: "alice", role: "server", processes: 1, dataset: null, options: {} },
       { party: "bob", role: "worker", processes: 1, dataset: null, options: {} },
@@ -157,5 +166,68 @@ describe("NewJobPage", () => {
       { party: "bob", role: "server", processes: 1, dataset: null, options: {} },
       { party: "alice", role: "worker", processes: 2, dataset: "sklearn:digits", options: { threads: 2 } },
     ]);
+  });
+
+  it("sends the tags typed, trimmed and once each, and shows them on review", async () => {
+    const calls = api();
+    renderPage();
+    fireEvent.click(await screen.findByRole("button", { name: "Use param_server" }));
+    fireEvent.change(screen.getByLabelText("Tags"), { target: { value: " baseline, sweep:lr/0.1 ,baseline,, " } });
+    next("Next: roles");
+    next("Next: review");
+    const review = screen.getByRole("heading", { level: 3 }).parentElement!;
+    expect([...review.querySelectorAll(".chip-tag")].map((c) => c.textContent)).toEqual(["baseline", "sweep:lr/0.1"]);
+    next("Create job");
+    await screen.findByText("job page");
+    expect(posted(calls)[0].tags).toEqual(["baseline", "sweep:lr/0.1"]);
+  });
+
+  it("shows the server's complaint about a tag at the field, naming the tag", async () => {
+    const calls = api(() =>
+      json(
+        {
+          title: "Unprocessable Entity",
+          status: 422,
+          detail: "the request is invalid",
+          code: "invalid_request",
+          errors: [{ loc: ["body", "tags", 1], msg: "a tag starts with a letter or a digit" }],
+        },
+        422,
+      ),
+    );
+    renderPage();
+    fireEvent.click(await screen.findByRole("button", { name: "Use param_server" }));
+    fireEvent.change(screen.getByLabelText("Tags"), { target: { value: "ok, -bad" } });
+    next("Next: roles");
+    next("Next: review");
+    next("Create job");
+    const message = await screen.findByText(/starts with a letter or a digit/, { selector: "#job-tags-error" });
+    expect(message).toHaveTextContent("“-bad”");
+    expect(screen.getByLabelText("Tags")).toHaveAttribute("aria-invalid", "true");
+    expect(posted(calls)[0].tags).toEqual(["ok", "-bad"]);
+  });
+
+  it("refuses more than 16 tags before sending", async () => {
+    const calls = api();
+    renderPage();
+    fireEvent.click(await screen.findByRole("button", { name: "Use param_server" }));
+    const many = Array.from({ length: 17 }, (_, i) => `t${i}`).join(",");
+    fireEvent.change(screen.getByLabelText("Tags"), { target: { value: many } });
+    next("Next: roles");
+    expect(screen.getByRole("alert")).toHaveTextContent("at most 16 tags, not 17");
+    expect(screen.getByLabelText("Tags")).toHaveAttribute("aria-invalid", "true");
+    expect(posted(calls)).toHaveLength(0);
+  });
+
+  it("runs a tagged job again with its tags", async () => {
+    const calls = api(undefined, job({ tags: ["baseline", "v2"] }));
+    renderPage("/jobs/new?from=j1");
+    expect(await screen.findByLabelText("Tags")).toHaveValue("baseline, v2");
+    fireEvent.change(screen.getByLabelText("Tags"), { target: { value: "baseline, v2, lr-x2" } });
+    next("Next: roles");
+    next("Next: review");
+    next("Create job");
+    await screen.findByText("job page");
+    expect(posted(calls)[0].tags).toEqual(["baseline", "v2", "lr-x2"]);
   });
 });

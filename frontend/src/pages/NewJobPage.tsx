@@ -3,6 +3,7 @@ import { useEffect, useMemo, useRef, useState } from "react";
 import { useNavigate, useSearchParams } from "react-router-dom";
 import { useAuth } from "../auth";
 import { api, ApiError, errorText, fieldErrors, unwrap, type AlgorithmPublic, type JobPublic } from "../api/client";
+import { MAX_TAGS, parseTags, TagChips, tagErrors } from "../components/JobTags";
 import { merged, presetsFor } from "../components/presets";
 import { draftsOf, initialAssignments, RoleAssignments, toAssignments, type AssignmentDraft } from "../components/RoleAssignments";
 import { initialValue, SchemaForm, withoutDefaults, type JsonSchema } from "../components/SchemaForm";
@@ -17,6 +18,11 @@ type RolePublic = AlgorithmPublic["roles"][number];
 export function runsOn(role: RolePublic): string {
   if (!role.devices.includes("cuda")) return "CPU";
   return role.gpu_benefit ? "GPU or CPU (faster on GPU)" : "CPU or GPU";
+}
+
+/** What a role's parties read of other parties' ranks (their own ranks' metrics they always read). */
+export function seesOfOthers(role: RolePublic): string {
+  return role.sees_metrics.includes("*") ? "every metric" : "how they run (no results, no logs)";
 }
 
 /** The name of a copy: "run (2)" from "run", "run (3)" from "run (2)". */
@@ -48,6 +54,7 @@ export function NewJobPage() {
   const [name, setName] = useState("");
   const [config, setConfig] = useState<Record<string, unknown>>({});
   const [device, setDevice] = useState<JobDevice>("auto");
+  const [tagsText, setTagsText] = useState("");
   const [assignments, setAssignments] = useState<AssignmentDraft[]>([]);
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
@@ -60,6 +67,11 @@ export function NewJobPage() {
   const [nameCheck, setNameCheck] = useState<string | null>(null);
   const nameError = useMemo(() => fieldErrors(error, "name")._, [error]) ?? nameCheck ?? undefined;
   const deviceError = useMemo(() => fieldErrors(error, "device")._, [error]);
+  const tags = useMemo(() => parseTags(tagsText), [tagsText]);
+  const [tagsCheck, setTagsCheck] = useState<string | null>(null);
+  // the server's errors name the tags it was sent, which are the ones typed when it answered
+  const sentTags = useRef<string[]>([]);
+  const tagsError = useMemo(() => tagErrors(error, sentTags.current).join("; "), [error]) || tagsCheck || undefined;
   const partyList = parties.data?.data ?? [];
 
   const pick = (a: AlgorithmPublic) => {
@@ -87,6 +99,7 @@ export function NewJobPage() {
     setConfig(merged(initialValue(a.config_schema as JsonSchema), job.config));
     setAssignments(draftsOf(job.assignments));
     setDevice((job.device ?? "auto") as JobDevice);
+    setTagsText((job.tags ?? []).join(", "));
     setName(copyName(job.name));
     setFormKey((k) => k + 1);
     setError(null);
@@ -106,6 +119,11 @@ export function NewJobPage() {
       return;
     }
     setNameCheck(null);
+    if (tags.length > MAX_TAGS) {
+      setTagsCheck(`at most ${MAX_TAGS} tags, not ${tags.length}`);
+      return;
+    }
+    setTagsCheck(null);
     setStep(2);
   };
 
@@ -115,7 +133,16 @@ export function NewJobPage() {
     setError(null);
     try {
       const schema = algorithm.config_schema as JsonSchema;
-      const body = { name, algorithm: algorithm.name, config: withoutDefaults(schema, config), device, assignments: toAssignments(assignments) };
+      const body = {
+        name,
+        algorithm: algorithm.name,
+        config: withoutDefaults(schema, config),
+        device,
+        assignments: toAssignments(assignments),
+        // sent only when there are some, so a job without tags is the request it always was
+        ...(tags.length ? { tags } : {}),
+      };
+      sentTags.current = tags;
       const job = unwrap(
         await api.POST("/api/v1/jobs", { body: body as never, headers: { "Idempotency-Key": idempotencyKey.current } }),
       );
@@ -126,7 +153,8 @@ export function NewJobPage() {
       if (err instanceof ApiError) {
         // a rejected request created nothing: a corrected one may reuse no key
         idempotencyKey.current = newKey();
-        if (Object.keys(fieldErrors(err, "config")).length || fieldErrors(err, "device")._) setStep(1);
+        const onFirstStep = ["config", "device", "tags"].some((f) => Object.keys(fieldErrors(err, f)).length);
+        if (onFirstStep) setStep(1);
         else if (Object.keys(fieldErrors(err, "assignments")).length) setStep(2);
       }
     } finally {
@@ -167,6 +195,7 @@ export function NewJobPage() {
                     <th>Parties</th>
                     <th>Does</th>
                     <th>Runs on</th>
+                    <th>Sees of others</th>
                   </tr>
                 </thead>
                 <tbody>
@@ -176,6 +205,7 @@ export function NewJobPage() {
                       <td>{r.max === r.min ? r.min : `${r.min}–${r.max ?? "∞"}`}</td>
                       <td>{r.description}</td>
                       <td title={r.device_note || undefined}>{runsOn(r)}</td>
+                      <td title={r.sees_metrics.join(", ")}>{seesOfOthers(r)}</td>
                     </tr>
                   ))}
                 </tbody>
@@ -214,6 +244,26 @@ export function NewJobPage() {
               <option value="cpu">cpu: CPUs only</option>
             </select>
             {deviceError && <small className="error">{deviceError}</small>}
+          </div>
+          <div className={`field${tagsError ? " has-error" : ""}`} style={{ marginBottom: "1rem" }}>
+            <label htmlFor="job-tags">Tags</label>
+            <input
+              id="job-tags"
+              value={tagsText}
+              placeholder="baseline, sweep:lr"
+              onChange={(e) => setTagsText(e.target.value)}
+              aria-invalid={Boolean(tagsError)}
+              aria-describedby={tagsError ? "job-tags-error" : "job-tags-help"}
+            />
+            {tagsError ? (
+              <small className="error" id="job-tags-error" role="alert">
+                {tagsError}
+              </small>
+            ) : (
+              <small className="muted" id="job-tags-help">
+                Separated by commas; up to {MAX_TAGS}, each a letter or digit followed by letters, digits, spaces or _ . : / -
+              </small>
+            )}
           </div>
           <div className="row" style={{ marginBottom: "1rem" }} role="group" aria-label="Presets">
             <span className="muted">Start from:</span>
@@ -258,6 +308,12 @@ export function NewJobPage() {
           <h3>{name}</h3>
           <p>
             Algorithm <span className="mono">{algorithm.name}</span> · device <span className="mono">{device}</span>
+            {tags.length > 0 && (
+              <>
+                {" "}
+                · tags <TagChips tags={tags} />
+              </>
+            )}
           </p>
           <h4>Configuration (what differs from the defaults)</h4>
           <pre className="mono">{JSON.stringify(withoutDefaults(algorithm.config_schema as JsonSchema, config), null, 2)}</pre>

@@ -58,6 +58,12 @@ def test_training_job_with_every_role_reveals_the_model_to_the_named_party(
     for idx in data.batches(feats.train.shape[0], 32, 0, 0)[:3]:
         ref.train_step(feats.train[idx], onehot[idx], 0.5)
     model = compute[1].result["model"]
+    # bob's rank keeps the model on his host, reported for him to download; no other rank does
+    [(kind, _, folder, size, _)] = compute[1].artifacts
+    kept = torch.load(Path(folder) / "rank-1.pt")
+    assert kind == "model" and size > 0 and set(kept) == set(model)
+    assert all(torch.equal(kept[k], torch.tensor(v)) for k, v in model.items())
+    assert not [a for o in outcomes if o.rank != 1 for a in o.artifacts]
     for name, value in ref.p.items():
         assert torch.allclose(torch.tensor(model[name], dtype=torch.float64), value, atol=0.03), (
             name

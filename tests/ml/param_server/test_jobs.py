@@ -155,6 +155,12 @@ def test_rows_exist_for_exactly_the_ids_trained_on_each_on_its_server(
         assert len(_series(points, "table_rows")) >= 4
     union = torch.cat([state["ids"] for state in exported]).sort().values
     assert torch.equal(union, _seen_ids({**BASE}, 4))
+    # each server also keeps its table's export (no optimizer state) for its party to download
+    for s, state in zip(SERVERS, exported, strict=True):
+        export = torch.load(root / "a" / "export" / f"step-{4:09d}" / f"rank-{s}.pt")
+        assert set(export) == {"ids", "embeddings"}
+        assert torch.equal(export["ids"], state["ids"])
+        assert torch.equal(export["embeddings"], state["params"])
     lead, lead_points = full[WORKERS[0]]
     assert len(_series(lead_points, "loss")) == 4
     assert _series(lead_points, "auc")[-1] == lead["auc"]

@@ -41,6 +41,8 @@ class RankOutcome:
     points: list[MetricPoint]
     lines: list[tuple[str, str]]
     checkpoints: list[tuple[int, str, int, str]]
+    artifacts: list[tuple[str, int, str, int, str]] = field(default_factory=list)
+    """Exports and revealed models it kept: (kind, step, folder, size, SHA-256)."""
     sent_samples: list[bytes] = field(default_factory=list)
     """With ``sample_sent``: windows of what this rank sent to other parties, in clear."""
     sent_to: dict[int, int] = field(default_factory=dict)

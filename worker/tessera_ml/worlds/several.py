@@ -58,6 +58,7 @@ def run_job(comm: Communicator, job: WorldJob, via: Communicator | None = None) 
         points=list(reporter.points),
         lines=list(reporter.lines),
         checkpoints=list(reporter.checkpoints),
+        artifacts=list(reporter.artifacts),
         sent_to={
             peer: sent - before["sent_to"].get(peer, 0)
             for peer, sent in after["sent_to"].items()

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from tessera_ml.algorithms.mpc_mixed import data_holders
 from tessera_ml.algorithms.mpc_mixed.compute_party import compute
 from tessera_ml.algorithms.mpc_mixed.dealer import serve
@@ -43,5 +45,9 @@ def run(ctx: RankContext) -> dict[str, Any] | None:
         await_done(ctx, roles)
     if role != "compute" and ctx.rank in reveal_targets(ctx):
         result["model"] = receive_model(ctx, roles, precision_of(job_config(ctx)))
+    if "model" in result:
+        # the model in the clear stays on this party's host, offered to this party alone
+        weights = {name: torch.tensor(value) for name, value in result["model"].items()}
+        ctx.save_result("model", 0, weights)
     ctx.reporter.flush()
     return result

@@ -265,6 +265,8 @@ def run_server(ctx: RankContext, workers: list[int]) -> dict[str, Any]:
     done = server.clock.applied if config.mode == "sync" else min(server.clock.pushed.values())
     final = server.state(done)
     ctx.save_checkpoint(done, final)
+    # the shard's table at its actual size, without optimizer state: what a party serves from
+    ctx.save_result("export", done, {"ids": final["ids"], "embeddings": final["params"]})
     live = server.table.num_rows
     exported = int(final["ids"].numel())
     ctx.reporter.metrics(done, {"table_rows": live, "exported_rows": exported})
