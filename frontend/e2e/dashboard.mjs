@@ -1,7 +1,9 @@
 // End-to-end checks of the dashboard in headless Chromium against a running control plane
-// and worker. Usage: BASE_URL=… ADMIN_TOKEN=… [CREATOR_TOKEN=… APPROVER_TOKEN=…] [SCREENSHOT=path]
-// node e2e/dashboard.mjs. With the two party tokens (e.g. alice's and carol's) it also checks
-// consent: a job of the creator's that waits for the approver, answered in the browser.
+// and workers. Usage: BASE_URL=… ADMIN_TOKEN=… [CREATOR_TOKEN=… APPROVER_TOKEN=…] node e2e/dashboard.mjs.
+// With the two party tokens (e.g. alice's and carol's) it also checks consent: a job of the
+// creator's that waits for the approver, answered in the browser. SCREENSHOT, NEW_JOB_SCREENSHOT,
+// COMPARE_SCREENSHOT and PARTIES_SCREENSHOT, each a path, save the job page, the New job form
+// with a preset applied, the compare page and the parties page there.
 // Prints one line per check and "N passed, N failed" at the end; exits non-zero on failure.
 import { chromium } from "playwright-core";
 
@@ -13,6 +15,8 @@ const LONG_CONFIG = JSON.parse(process.env.LONG_JOB_CONFIG ?? "{}");
 const ALGORITHM = process.env.ALGORITHM ?? "ddp";
 const SECOND_PARTY = process.env.SECOND_PARTY ?? "bob";
 const TIMEOUT = Number(process.env.JOB_TIMEOUT_MS ?? 120000);
+// the Quick demo runs of every algorithm, side by side
+const QUICK_TIMEOUT = Number(process.env.QUICK_TIMEOUT_MS ?? 180000);
 const CREATOR_TOKEN = process.env.CREATOR_TOKEN;
 const APPROVER_TOKEN = process.env.APPROVER_TOKEN;
 if (!ADMIN_TOKEN) throw new Error("ADMIN_TOKEN is required");
@@ -38,10 +42,11 @@ page.on("request", (r) => {
 
 const results = [];
 async function check(name, fn) {
+  const started = Date.now();
   try {
     await fn();
     results.push([name, true]);
-    console.log(`ok   ${name}`);
+    console.log(`ok   ${name} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
   } catch (err) {
     results.push([name, false]);
     console.log(`FAIL ${name}: ${err?.stack ?? err}`);
@@ -61,10 +66,11 @@ async function fillConfig(config) {
 }
 
 /** Walks the New job form: algorithm, name and config, one party per required role, review. */
-async function createJob(name, config) {
+async function createJob(name, config, tags = "") {
   await page.goto(`${BASE_URL}/jobs/new`);
   await page.getByRole("button", { name: `Use ${ALGORITHM}` }).click();
   await page.getByLabel("Job name").fill(name);
+  if (tags) await page.locator("#job-tags").fill(tags);
   await fillConfig(config);
   await page.getByRole("button", { name: "Next: roles" }).click();
   if (SECOND_PARTY) {
@@ -103,7 +109,7 @@ await check("a bad configuration shows the server's validation error", async () 
 
 let runUrl = null;
 await check("create a job through the form; it succeeds with points on the loss chart", async () => {
-  await createJob("e2e-run", JOB_CONFIG);
+  await createJob("e2e-run", JOB_CONFIG, "e2e, two-party");
   await page.waitForURL(/\/jobs\/[0-9a-f-]+$/);
   runUrl = page.url();
   await waitForStatus("succeeded");
@@ -122,6 +128,31 @@ await check("the job page shows the overview, final metrics, roles and the confi
   const steps = page.getByRole("region", { name: "Configuration" }).locator('li[data-path="steps"]');
   if (!(await steps.getAttribute("class"))?.includes("changed")) throw new Error("steps not marked as changed");
   if (await page.getByRole("button", { name: "Retry" }).count()) throw new Error("a succeeded job offers Retry");
+});
+
+await check("the job page's artifacts: checkpoints by step, each rank's file downloads as recorded", async () => {
+  await page.goto(runUrl);
+  const artifacts = page.getByRole("region", { name: "Artifacts" });
+  const button = artifacts.getByRole("button", { name: /^Download checkpoint step \d+ rank 0$/ }).first();
+  await button.waitFor();
+  const [download] = await Promise.all([page.waitForEvent("download"), button.click()]);
+  const saved = await download.path();
+  const bytes = (await import("node:fs")).readFileSync(saved);
+  const sha = (await import("node:crypto")).createHash("sha256").update(bytes).digest("hex");
+  const jobId = runUrl.split("/").pop();
+  const recorded = (await apiCall(ADMIN_TOKEN, "GET", `/jobs/${jobId}/checkpoints`)).filter((c) => c.rank === 0).map((c) => c.sha256);
+  if (!recorded.includes(sha)) throw new Error(`downloaded ${bytes.length} bytes matching no recorded checkpoint`);
+  if (!/-checkpoint-step\d+-rank0\.pt$/.test(download.suggestedFilename())) throw new Error(`saved as ${download.suggestedFilename()}`);
+});
+
+await check("tags: shown on the job and in the list, where a tag filters the jobs", async () => {
+  await page.goto(runUrl);
+  await page.getByRole("group", { name: "Tags" }).getByRole("link", { name: "two-party" }).click();
+  await page.waitForURL(/\/jobs\?.*tag=two-party/);
+  const jobs = page.getByRole("table", { name: "Jobs" });
+  await jobs.getByRole("row", { name: /e2e-run/ }).first().waitFor();
+  const names = await jobs.locator("tbody tr").allTextContents();
+  if (names.some((n) => !n.includes("e2e-run"))) throw new Error(`the tag filter kept ${names.join(" / ")}`);
 });
 
 await check("run again with changes: the form filled from the job; the copy is created with the edit", async () => {
@@ -159,26 +190,77 @@ await check("a nested field's error is shown at that field", async () => {
   if (!/greater than or equal to 2/.test((await error.textContent()) ?? "")) throw new Error(await error.textContent());
 });
 
-await check("every algorithm is accepted with the form's own defaults", async () => {
+/**
+ * On the form's roles step, keeps each role's default party where that party has a worker to
+ * run it, and otherwise picks one that has, as a user would: not one the same role already has,
+ * nor one that a role excluding it has (mpc_mixed's dealer is never a compute party).
+ */
+const EXCLUDES = { dealer: ["compute"], compute: ["dealer"] };
+/** The Quick demo job of each algorithm, by name: the split_nn and mpc_mixed checks read theirs. */
+const quick = {};
+async function pickRunnableParties(runnable) {
+  const rows = [];
+  for (const fieldset of await page.locator("fieldset:has(legend strong)").all()) {
+    const role = ((await fieldset.locator("legend strong").textContent()) ?? "").trim();
+    for (const select of await fieldset.getByLabel(new RegExp(`^${role} party \\d+$`)).all()) {
+      rows.push({ role, select, party: await select.inputValue() });
+    }
+  }
+  for (const row of rows) {
+    if (runnable.includes(row.party)) continue;
+    const others = rows.filter((r) => r !== row && (r.role === row.role || EXCLUDES[row.role]?.includes(r.role)));
+    const party = runnable.find((p) => !others.some((r) => r.party === p));
+    if (!party) throw new Error(`no party with a worker for ${row.role}`);
+    await row.select.selectOption(party);
+    row.party = party;
+  }
+  return rows.map((r) => `${r.role}=${r.party}`);
+}
+
+await check("every algorithm created through the form with its Quick demo preset runs to success", async () => {
   const algorithms = await apiCall(ADMIN_TOKEN, "GET", "/algorithms");
+  const runnable = [...new Set((await apiCall(ADMIN_TOKEN, "GET", "/workers")).data.filter((w) => w.online).map((w) => w.party))].sort();
+  const created = [];
   const refused = [];
   for (const { name } of algorithms) {
     await page.goto(`${BASE_URL}/jobs/new`);
     await page.getByRole("button", { name: `Use ${name}` }).click();
-    await page.getByLabel("Job name").fill(`e2e-defaults-${name}`);
+    await page.getByLabel("Job name").fill(`e2e-quick-${name}`);
+    await page.getByRole("group", { name: "Presets" }).getByRole("button", { name: "Quick demo" }).click();
+    if (name === ALGORITHM && process.env.NEW_JOB_SCREENSHOT) await page.screenshot({ path: process.env.NEW_JOB_SCREENSHOT, fullPage: true });
     await page.getByRole("button", { name: "Next: roles" }).click();
+    const roles = await pickRunnableParties(runnable);
     await page.getByRole("button", { name: "Next: review" }).click();
-    const created = page.waitForResponse((r) => r.url().endsWith("/api/v1/jobs") && r.request().method() === "POST");
+    // the review lists what differs from the defaults: the preset's values
+    const changed = JSON.parse((await page.locator("section.panel pre").first().textContent()) ?? "{}");
+    if (!Object.keys(changed).length) throw new Error(`${name}: the Quick demo preset changed nothing`);
+    const response = page.waitForResponse((r) => r.url().endsWith("/api/v1/jobs") && r.request().method() === "POST");
     await page.getByRole("button", { name: "Create job" }).click();
-    const response = await created;
-    const body = await response.json();
-    if (response.status() === 201) {
-      // accepted is what is checked here; running every one would take minutes
-      await apiCall(ADMIN_TOKEN, "POST", `/jobs/${body.id}/cancel`).catch(() => {});
-      await page.waitForURL(new RegExp(`/jobs/${body.id}$`));
-    } else refused.push(`${name}: ${response.status()} ${JSON.stringify(body.errors ?? body.detail)}`);
+    const answer = await response;
+    const body = await answer.json();
+    if (answer.status() !== 201) {
+      refused.push(`${name}: ${answer.status()} ${JSON.stringify(body.errors ?? body.detail)}`);
+      continue;
+    }
+    created.push({ name, id: body.id, roles });
+    quick[name] = body.id;
+    await page.waitForURL(new RegExp(`/jobs/${body.id}$`));
   }
   if (refused.length) throw new Error(refused.join("; "));
+  // all at once: the workers run them side by side
+  const ends = await Promise.allSettled(created.map(({ id }) => waitForJob(id, ["succeeded", "failed", "cancelled", "rejected"], QUICK_TIMEOUT)));
+  const failures = ends.flatMap((end, i) => {
+    const { name, roles } = created[i];
+    if (end.status === "rejected") return [`${name} (${roles.join(", ")}): ${end.reason?.message ?? end.reason}`];
+    const job = end.value;
+    return job.status === "succeeded" ? [] : [`${name} (${roles.join(", ")}) ${job.status}: ${job.status_reason}`];
+  });
+  if (failures.length) throw new Error(failures.join("\n"));
+  for (const [i, { name, roles }] of created.entries()) {
+    const job = ends[i].value;
+    const seconds = (from, to) => ((Date.parse(to) - Date.parse(from)) / 1000).toFixed(1);
+    console.log(`     ${name} (${roles.join(", ")}): ${seconds(job.created_at, job.started_at)} s to start, ${seconds(job.started_at, job.finished_at)} s to run`);
+  }
 });
 
 await check("cancel a running job", async () => {
@@ -210,33 +292,41 @@ async function waitForJob(id, statuses, timeout = TIMEOUT) {
   }
 }
 
+/** "party · role rN", as the logs name each rank of a job's latest attempt. */
+function rankNames(job) {
+  const attempt = job.attempts[job.attempts.length - 1];
+  return attempt.tasks.flatMap((t) => t.ranks.map((r) => ({ party: t.party, role: r.role, rank: r.rank, name: `${t.party} · ${r.role} r${r.rank}` })));
+}
+
+/** The Quick demo job of `algorithm` from the check above, once it has succeeded. */
+async function quickJob(algorithm) {
+  if (!quick[algorithm]) throw new Error(`no ${algorithm} job from the Quick demo check`);
+  const job = await waitForJob(quick[algorithm], ["succeeded", "failed", "cancelled"]);
+  if (job.status !== "succeeded") throw new Error(`${algorithm} ${job.status}: ${job.status_reason}`);
+  return job;
+}
+
 let splitId = null;
 await check("split_nn's logs hold every rank's lines, named by party and role, with filters; bytes between parties; a wall-clock axis", async () => {
-  const created = await apiCall(ADMIN_TOKEN, "POST", "/jobs", {
-    name: "e2e-split",
-    algorithm: "split_nn",
-    config: { steps: 20, eval_every: 0, report_every: 5 },
-    assignments: [
-      { party: SECOND_PARTY, role: "feature" },
-      { party: "alice", role: "label" },
-    ],
-  });
-  splitId = created.id;
-  const job = await waitForJob(splitId, ["succeeded", "failed", "cancelled"]);
-  if (job.status !== "succeeded") throw new Error(`split_nn ${job.status}: ${job.status_reason}`);
+  const job = await quickJob("split_nn");
+  splitId = job.id;
+  const ranks = rankNames(job);
+  const feature = ranks.find((r) => r.role === "feature").party;
+  const label = ranks.find((r) => r.role === "label").party;
+  if (feature === label) throw new Error(`one party holds both roles: ${feature}`);
   await page.goto(`${BASE_URL}/jobs/${splitId}`);
   const logs = page.getByRole("region", { name: "Logs" });
   await logs.getByText(/rank 0 finished in/).waitFor();
-  await logs.getByText(/progress: step 20\/20/).first().waitFor();
+  await logs.getByText(`progress: step ${job.config.steps}/${job.config.steps}`).first().waitFor();
   const text = (await logs.locator(".logs").textContent()) ?? "";
-  for (const who of [`${SECOND_PARTY} · feature r0`, "alice · label r1"]) if (!text.includes(who)) throw new Error(`no line of ${who}`);
-  await logs.getByLabel("Party").selectOption(SECOND_PARTY);
+  for (const { name } of ranks) if (!text.includes(name)) throw new Error(`no line of ${name}`);
+  await logs.getByLabel("Party").selectOption(feature);
   const lines = await logs.locator(".log-line .log-meta").allTextContents();
-  if (!lines.length || lines.some((l) => !l.includes(`${SECOND_PARTY} · feature`))) throw new Error(`party filter kept ${lines.join(" / ")}`);
+  if (!lines.length || lines.some((l) => !l.includes(`${feature} · feature`))) throw new Error(`party filter kept ${lines.join(" / ")}`);
   await logs.getByLabel("Level").selectOption("error");
   await logs.getByText("No line matches the filters.").waitFor();
   const matrix = page.getByRole("region", { name: "Bytes between parties" });
-  const cell = matrix.locator(`td[data-from="${SECOND_PARTY}"][data-to="alice"]`);
+  const cell = matrix.locator(`td[data-from="${feature}"][data-to="${label}"]`);
   if (!/\d/.test((await cell.textContent()) ?? "")) throw new Error(`matrix cell ${await cell.textContent()}`);
   const legendCase = await page.locator(".u-legend th").first().evaluate((el) => getComputedStyle(el).textTransform);
   if (legendCase !== "none") throw new Error(`chart legends are ${legendCase}`);
@@ -245,35 +335,25 @@ await check("split_nn's logs hold every rank's lines, named by party and role, w
   await page.locator(".u-title", { hasText: "bytes_sent per second" }).waitFor();
 });
 
-const THIRD_WORKER = process.env.THIRD_WORKER;
-if (THIRD_WORKER) {
-  await check("mpc_mixed's logs hold every role's lines, the dealer's included, and the bytes the dealer sent", async () => {
-    const created = await apiCall(ADMIN_TOKEN, "POST", "/jobs", {
-      name: "e2e-mpc",
-      algorithm: "mpc_mixed",
-      config: { hidden: [8], batch_size: 32, epochs: 1, max_steps: 4, log_every: 1 },
-      assignments: [
-        { party: "alice", role: "compute" },
-        { party: SECOND_PARTY, role: "compute" },
-        { party: THIRD_WORKER, role: "dealer" },
-        { party: "alice", role: "features" },
-        { party: SECOND_PARTY, role: "labels" },
-      ],
-    });
-    const job = await waitForJob(created.id, ["succeeded", "failed", "cancelled"]);
-    if (job.status !== "succeeded") throw new Error(`mpc_mixed ${job.status}: ${job.status_reason}`);
-    await page.goto(`${BASE_URL}/jobs/${created.id}`);
-    const logs = page.getByRole("region", { name: "Logs" });
-    await logs.getByText(/rank 2 finished in/).waitFor();
-    const text = (await logs.locator(".logs").textContent()) ?? "";
-    for (const who of ["alice · compute r0", `${SECOND_PARTY} · compute r1`, `${THIRD_WORKER} · dealer r2`, "progress: step 4"]) {
-      if (!text.includes(who)) throw new Error(`no line of ${who}`);
-    }
-    // the dealer reports no traffic itself: the worker's counters show what it sent
-    const cell = page.getByRole("region", { name: "Bytes between parties" }).locator(`td[data-from="${THIRD_WORKER}"][data-to="${SECOND_PARTY}"]`);
-    if (!/[KMG]iB/.test((await cell.textContent()) ?? "")) throw new Error(`dealer sent ${await cell.textContent()}`);
-  });
-}
+await check("mpc_mixed's logs hold every rank's lines, the dealer's included, and the bytes the dealer sent", async () => {
+  const job = await quickJob("mpc_mixed");
+  const ranks = rankNames(job);
+  const dealer = ranks.find((r) => r.role === "dealer").party;
+  const compute = ranks.filter((r) => r.role === "compute").map((r) => r.party);
+  if (compute.includes(dealer)) throw new Error(`the dealer ${dealer} computes`);
+  await page.goto(`${BASE_URL}/jobs/${job.id}`);
+  const logs = page.getByRole("region", { name: "Logs" });
+  await logs.getByText(new RegExp(`rank ${ranks.find((r) => r.role === "dealer").rank} finished in`)).waitFor();
+  const text = (await logs.locator(".logs").textContent()) ?? "";
+  for (const { name } of ranks) if (!text.includes(name)) throw new Error(`no line of ${name}`);
+  if (!/progress: step \d+/.test(text)) throw new Error("no progress line");
+  // the dealer reports no traffic itself: the worker's counters show what it sent (its bulk to
+  // one compute party: the other needs little)
+  const matrix = page.getByRole("region", { name: "Bytes between parties" });
+  const sent = [];
+  for (const party of compute) sent.push((await matrix.locator(`td[data-from="${dealer}"][data-to="${party}"]`).textContent()) ?? "");
+  if (!sent.some((text) => /[KMG]iB/.test(text))) throw new Error(`the dealer sent ${compute.map((p, i) => `${p} ${sent[i]}`).join(", ")}`);
+});
 
 await check("compare two jobs: overlay, final metrics and configuration differences; the jobs list shows duration and result", async () => {
   const runId = runUrl.split("/").pop();
@@ -281,8 +361,15 @@ await check("compare two jobs: overlay, final metrics and configuration differen
   await page.waitForFunction(() => Number(document.querySelector('figure[aria-label="loss by job chart"]')?.getAttribute("data-points") ?? 0) > 0);
   await page.getByRole("region", { name: "Final metrics" }).getByRole("row", { name: /^loss/ }).waitFor();
   await page.getByRole("region", { name: "Configuration differences" }).getByRole("row", { name: /^algorithm/ }).waitFor();
+  if (process.env.COMPARE_SCREENSHOT && quick.ddp) {
+    // for the picture, two runs of one algorithm: the two-party run and the Quick demo's
+    await page.goto(`${BASE_URL}/compare?job=${runId}&job=${quick.ddp}&metric=loss`);
+    await page.waitForFunction(() => Number(document.querySelector('figure[aria-label="loss by job chart"]')?.getAttribute("data-points") ?? 0) > 0);
+    await page.getByRole("region", { name: "Final metrics" }).getByRole("row", { name: /^loss/ }).waitFor();
+    await page.screenshot({ path: process.env.COMPARE_SCREENSHOT, fullPage: true });
+  }
   await page.goto(`${BASE_URL}/jobs`);
-  const row = page.getByRole("table", { name: "Jobs" }).getByRole("row", { name: /e2e-split/ });
+  const row = page.getByRole("table", { name: "Jobs" }).getByRole("row", { name: /e2e-quick-split_nn/ });
   // split_nn's result is its accuracy
   await row.getByText("accuracy", { exact: true }).waitFor();
   if (!/\d+ s/.test((await row.getByTestId("duration").textContent()) ?? "")) throw new Error("no duration");

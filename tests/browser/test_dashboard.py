@@ -2,15 +2,22 @@
 
 Starts ``tessera up`` (API, dashboard, workers for alice, bob and dave, embedded broker; carol is
 a party without a worker) and runs ``frontend/e2e/dashboard.mjs``: sign in, a validation error for
-a bad configuration, a job created through the form that succeeds with points on its loss chart,
-its page (overview, final metrics, roles, the configuration's changes, no Retry), run again with
-changes, a nested field's error at that field, every algorithm accepted with the form's own
-defaults, a cancelled job whose logs say so in one line per rank, a split_nn job whose logs hold
-every rank's lines (filtered by party and level) with the bytes between parties, an mpc_mixed
-job whose dealer (dave) has its lines and the bytes it sent, two jobs compared, the jobs list's
-duration and result, compressed and cached assets, and consent: with carol's policy set to ask
-her, a job of alice's waits for carol, who approves one from her waiting list and rejects another
-on its page; and no console error throughout.
+a bad configuration, a job created through the form with tags that succeeds with points on its
+loss chart, its page (overview, final metrics, roles, the configuration's changes, no Retry), a
+checkpoint file downloaded from its artifacts byte for byte as recorded, its tag filtering the
+jobs list, run again with
+changes, a nested field's error at that field, every algorithm created through the form with its
+Quick demo preset and its default roles (a party with a worker where the default has none) and
+all of them run side by side to success, a cancelled job whose logs say so in one line per rank,
+the Quick demo's split_nn job whose logs hold every rank's lines (filtered by party and level)
+with the bytes between parties, its mpc_mixed job whose dealer (dave) has its lines and the bytes
+it sent, two jobs compared, the jobs list's duration and result, compressed and cached assets,
+and consent: with carol's policy set to ask her, a job of alice's waits for carol, who approves
+one from her waiting list and rejects another on its page; and no console error throughout.
+
+The README's screenshots come from this run: ``TESSERA_SCREENSHOTS=docs/images .venv/bin/pytest
+tests/browser/test_dashboard.py`` writes new-job.png, job-detail.png, compare.png and parties.png
+there.
 """
 
 from __future__ import annotations
@@ -51,14 +58,16 @@ def _require(ok: bool, why: str) -> None:
     pytest.skip(why)
 
 
-@pytest.fixture(scope="module")
-def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def require_browser() -> None:
+    """Skip (fail, with TESSERA_REQUIRE_SERVICES=1) without Chromium, node or a built dashboard."""
     _require(Path(CHROMIUM).exists(), f"no Chromium at {CHROMIUM}")
     _require(shutil.which("node") is not None, "no node on PATH")
     _require((FRONTEND / "dist" / "index.html").exists(), "dashboard not built (make frontend)")
     _require((FRONTEND / "node_modules").exists(), "frontend dependencies not installed")
-    home = tmp_path_factory.mktemp("tessera-home")
-    port = free_port()
+
+
+def start_tessera(home: Path, port: int, *, parties: str, workers: str) -> subprocess.Popen[bytes]:
+    """``tessera up`` on SQLite and the embedded broker in ``home``, its output in up.log there."""
     env = {
         **os.environ,
         "TESSERA_HOME": str(home),
@@ -68,7 +77,7 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         **{f"TESSERA_TOKEN_{name.upper()}": token for name, token in PARTY_TOKENS.items()},
     }
     env = {k: v for k, v in env.items() if v != ""}
-    proc = subprocess.Popen(
+    return subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -77,27 +86,42 @@ def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             "--port",
             str(port),
             "--parties",
-            "alice,bob,carol,dave",
+            parties,
             "--workers",
-            "alice,bob,dave",
+            workers,
         ],
         cwd=home,
         env=env,
-        stdout=(home / "up.log").open("w"),
+        stdout=(home / "up.log").open("a"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
+
+
+def stop_tessera(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to ``tessera up`` and its workers; SIGKILL if they are not gone in 30 s."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+@pytest.fixture(scope="module")
+def system(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    require_browser()
+    home = tmp_path_factory.mktemp("tessera-home")
+    port = free_port()
+    proc = start_tessera(home, port, parties="alice,bob,carol,dave", workers="alice,bob,dave")
     base = f"http://127.0.0.1:{port}"
     try:
         _wait_for_workers(base, count=3, proc=proc, log=home / "up.log")
         yield base
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_tessera(proc)
 
 
 def _wait_for_workers(base: str, *, count: int, proc: subprocess.Popen[bytes], log: Path) -> None:
@@ -116,7 +140,13 @@ def _wait_for_workers(base: str, *, count: int, proc: subprocess.Popen[bytes], l
     pytest.fail(f"workers did not come online:\n{log.read_text()}")
 
 
+SCREENSHOTS = ("new-job.png", "job-detail.png", "compare.png", "parties.png")
+
+
 def test_dashboard_end_to_end(system: str, tmp_path: Path) -> None:
+    # TESSERA_SCREENSHOTS=docs/images keeps the README's screenshots from this run
+    shots = Path(os.environ.get("TESSERA_SCREENSHOTS") or tmp_path).resolve()
+    shots.mkdir(parents=True, exist_ok=True)
     env = {
         **os.environ,
         "BASE_URL": system,
@@ -124,12 +154,14 @@ def test_dashboard_end_to_end(system: str, tmp_path: Path) -> None:
         "CHROMIUM": CHROMIUM,
         "ALGORITHM": "ddp",
         "SECOND_PARTY": "bob",
-        "THIRD_WORKER": "dave",
         "CREATOR_TOKEN": PARTY_TOKENS["alice"],
         "APPROVER_TOKEN": PARTY_TOKENS["carol"],
-        "JOB_CONFIG": json.dumps({"steps": 30, "log_interval": 5}),
+        "JOB_CONFIG": json.dumps({"steps": 30, "log_interval": 5, "checkpoint_interval": 10}),
         "LONG_JOB_CONFIG": json.dumps({"steps": 1_000_000}),
-        "SCREENSHOT": str(tmp_path / "job-detail.png"),
+        "NEW_JOB_SCREENSHOT": str(shots / "new-job.png"),
+        "SCREENSHOT": str(shots / "job-detail.png"),
+        "COMPARE_SCREENSHOT": str(shots / "compare.png"),
+        "PARTIES_SCREENSHOT": str(shots / "parties.png"),
     }
     result = subprocess.run(
         ["node", "e2e/dashboard.mjs"],
@@ -141,5 +173,6 @@ def test_dashboard_end_to_end(system: str, tmp_path: Path) -> None:
     )
     print(result.stdout, result.stderr)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "16 passed, 0 failed" in result.stdout
-    assert (tmp_path / "job-detail.png").stat().st_size > 10_000
+    assert "18 passed, 0 failed" in result.stdout
+    for name in SCREENSHOTS:
+        assert (shots / name).stat().st_size > 10_000, name

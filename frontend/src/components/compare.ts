@@ -23,7 +23,9 @@ export function configDiff(jobs: JobPublic[]): DiffRow[] {
     const m = flatten(j.config, "config");
     m.set("algorithm", j.algorithm);
     m.set("device", j.device ?? "auto");
-    for (const a of j.assignments) m.set(`roles.${a.role}`, `${a.party} ×${a.processes}`);
+    const byRole = new Map<string, string[]>();
+    for (const a of j.assignments) byRole.set(a.role, [...(byRole.get(a.role) ?? []), `${a.party} ×${a.processes}`]);
+    for (const [role, parties] of byRole) m.set(`roles.${role}`, parties.join(", "));
     return m;
   });
   const paths = [...new Set(flat.flatMap((m) => [...m.keys()]))].sort((a, b) => rankPath(a) - rankPath(b) || a.localeCompare(b));
