@@ -1,4 +1,4 @@
-import { render, screen } from "@testing-library/react";
+import { fireEvent, render, screen } from "@testing-library/react";
 import { describe, expect, it } from "vitest";
 import type { Schemas } from "../api/client";
 import { canDownload, Checkpoints, completeSteps, groupCheckpoints } from "./Checkpoints";
@@ -43,6 +43,15 @@ describe("checkpoints", () => {
     expect(canDownload(at(1, 5, 1, "bob"), alice)).toBe(false);
     expect(canDownload(at(1, 5, 1, "bob"), admin)).toBe(true);
     expect(canDownload(at(1, 5, 0, "alice", false), alice)).toBe(false);
+  });
+
+  it("shows ten steps at first, then ten more at a time", () => {
+    const many = Array.from({ length: 25 }, (_, i) => at(1, (i + 1) * 10, 0, "alice"));
+    render(<Checkpoints jobId="j1" identity={alice} checkpoints={many} />);
+    expect(screen.getAllByRole("button", { name: /^Download checkpoint/ })).toHaveLength(10);
+    fireEvent.click(screen.getByRole("button", { name: "Show 10 more of 15" }));
+    expect(screen.getAllByRole("button", { name: /^Download checkpoint/ })).toHaveLength(20);
+    expect(screen.getByRole("button", { name: "Download checkpoint step 250 rank 0" })).toBeInTheDocument();
   });
 
   it("shows a download for the viewer's own shared ranks", () => {

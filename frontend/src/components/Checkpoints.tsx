@@ -5,6 +5,9 @@ import { formatBytes } from "../hooks/queries";
 
 type Checkpoint = Schemas["CheckpointPublic"];
 
+/** Rows shown at first, and added by each "Show more". */
+const PAGE = 10;
+
 export interface CheckpointGroup {
   attempt: number;
   kind: Checkpoint["kind"];
@@ -65,8 +68,10 @@ async function download(jobId: string, c: Checkpoint): Promise<void> {
  */
 export function Checkpoints({ jobId, checkpoints, identity }: { jobId: string; checkpoints: Checkpoint[]; identity: Identity | null }) {
   const [error, setError] = useState<string | null>(null);
-  const groups = groupCheckpoints(checkpoints);
-  if (!groups.length) return <p className="muted">None yet.</p>;
+  const [shown, setShown] = useState(PAGE);
+  const all = groupCheckpoints(checkpoints);
+  if (!all.length) return <p className="muted">None yet.</p>;
+  const groups = all.slice(0, shown);
   return (
     <>
       {error && <p className="banner bad">Could not download the checkpoint: {error}</p>}
@@ -116,6 +121,11 @@ export function Checkpoints({ jobId, checkpoints, identity }: { jobId: string; c
           ))}
         </tbody>
       </table>
+      {all.length > shown && (
+        <button onClick={() => setShown(shown + PAGE)}>
+          Show {Math.min(PAGE, all.length - shown)} more of {all.length - shown}
+        </button>
+      )}
     </>
   );
 }
