@@ -11,7 +11,7 @@ from fastapi.routing import APIRoute
 
 from tessera_api import __version__
 from tessera_api.certificates import CertificateService
-from tessera_api.db import make_engine, make_session_factory
+from tessera_api.db import make_engine, make_read_session_factory, make_session_factory
 from tessera_api.deps import Reads, authenticate, get_caller, require_admin, require_party
 from tessera_api.dispatch import Dispatcher, QueueDispatcher
 from tessera_api.errors import (
@@ -115,6 +115,7 @@ def create_app(
     app.state.settings = settings
     app.state.engine = engine
     app.state.session_factory = make_session_factory(engine)
+    app.state.read_session_factory = make_read_session_factory(engine)
     app.state.event_hub = hub = EventHub(settings.resolved_database_url)
     hub.watch(app.state.session_factory)
     run_during_lifespan(app, hub.start, hub.close)

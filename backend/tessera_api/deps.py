@@ -182,7 +182,7 @@ class Reads:
             return await anyio.to_thread.run_sync(self._run, work)
 
     def _run(self, work: Callable[[Session, Caller], T]) -> T:
-        factory: sessionmaker[Session] = self._request.app.state.session_factory
+        factory: sessionmaker[Session] = self._request.app.state.read_session_factory
         with factory() as session:
             caller = Caller(party=None) if self._admin else _token_caller(session, self._token)
             return work(session, _not_a_task(caller))
