@@ -13,8 +13,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 import threading
 from collections.abc import Callable, Iterable
+from types import FrameType
 from typing import Any
 
 from sqlalchemy import event, text
@@ -55,6 +57,9 @@ class EventHub:
         self._waiting: dict[str, asyncio.Event] = {}
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
+        self.stopping = False
+        """Set when the server was asked to stop: streams end at once, cleanly, instead of
+        holding the shutdown for its grace period."""
 
     # -- the streams' side (in the event loop) ----------------------------------------------
     def ticket(self, job_id: str) -> asyncio.Event:
@@ -105,8 +110,33 @@ class EventHub:
         event.listen(factory, "after_commit", committed)
         event.listen(factory, "after_soft_rollback", lambda session, _tx: rolled_back(session))
 
+    def end_streams(self) -> None:
+        """Ask every stream of this process to end (from a signal handler or any thread)."""
+        self.stopping = True
+        self._in_loop(self._wake_everyone)
+
+    def _end_streams_on_exit_signals(self) -> None:
+        """Chain ``end_streams`` before the server's own SIGINT/SIGTERM handlers (installed by
+        then in the main thread), which wait for open responses to complete before stopping."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous = signal.getsignal(signum)
+            if not callable(previous):
+                continue
+
+            def handler(sig: int, frame: FrameType | None, previous: Any = previous) -> None:
+                self.end_streams()
+                previous(sig, frame)
+
+            signal.signal(signum, handler)
+
     # -- the PostgreSQL listener -----------------------------------------------------------
     def start(self) -> None:
+        """At the server's start, in its event loop."""
+        with contextlib.suppress(RuntimeError):  # no loop running: nothing to end streams in
+            self._loop = asyncio.get_running_loop()
+        self._end_streams_on_exit_signals()
         if self._dsn is None or self._thread is not None:
             return
         self._thread = threading.Thread(target=self._listen, name="event-listener", daemon=True)

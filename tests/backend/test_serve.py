@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -156,3 +157,53 @@ def test_tls_arguments_are_checked_before_serving(
 ) -> None:
     assert main(["--port", "1", *extra]) == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_stopping_server_ends_open_event_streams_at_once(tmp_path: Path) -> None:
+    """SIGTERM with a dashboard following a live job: the stream ends cleanly and the server
+    exits well inside its 5 s grace period, instead of waiting it out."""
+    port = free_port()
+    env = {**os.environ, "TESSERA_HOME": str(tmp_path), "TESSERA_ADMIN_TOKEN": "serve-token"}
+    env.pop("TESSERA_DATABASE_URL", None)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tessera_api.cli", "api", "--port", str(port), "--no-scheduler"],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    base = f"http://127.0.0.1:{port}/api/v1"
+    auth = {"Authorization": "Bearer serve-token"}
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                httpx.get(f"{base}/version", headers=auth)
+                break
+            except httpx.TransportError:
+                assert process.poll() is None, process.stderr.read() if process.stderr else ""
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+        assert httpx.post(f"{base}/parties", json={"name": "alice"}, headers=auth).is_success
+        job = {
+            "name": "j",
+            "algorithm": "ddp",
+            "assignments": [{"party": "alice", "role": "trainer"}],
+        }
+        job_id = httpx.post(f"{base}/jobs", json=job, headers=auth).json()["id"]
+        with httpx.stream(
+            "GET", f"{base}/jobs/{job_id}/events", headers=auth, timeout=30
+        ) as stream:
+            chunks = stream.iter_text()
+            assert next(chunks).startswith("retry:")
+            stopped_at = time.monotonic()
+            process.send_signal(signal.SIGTERM)
+            # ends when the server ends the stream; raises if the server cut it instead
+            "".join(chunks)
+            ended_in = time.monotonic() - stopped_at
+        # uvicorn stops, then lets the signal it caught end the process as it would have
+        assert process.wait(timeout=20) in (0, -signal.SIGTERM)
+        assert ended_in < 2.0 and time.monotonic() - stopped_at < 3.0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()

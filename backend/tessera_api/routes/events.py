@@ -140,7 +140,7 @@ async def _events(
             cursor = events[-1].id
         if len(events) == BATCH:
             continue
-        if once or (finished and not events):
+        if once or (finished and not events) or hub.stopping:
             return
         if await request.is_disconnected():
             return
