@@ -66,7 +66,9 @@ def test_quick_netns_report_has_tls_between_parties_and_no_plaintext_on_the_link
 ) -> None:
     del make_testbed  # only its skip where namespaces are not permitted: the bench builds its own
     out = tmp_path / "split_nn.json"
-    assert main(["split_nn", "--quick", "--netns", "--json", str(out)]) == 0
+    # the smallest run that still has every part: few training steps, one pair of TLS runs
+    quick = ["--quick", "--netns", "--set", "steps=30", "--set", "tls_pairs=1"]
+    assert main(["split_nn", *quick, "--json", str(out)]) == 0
     document = json.loads(out.read_text())
     results = document["results"]
 
