@@ -100,16 +100,18 @@ class NativeTable:
         return torch.full((capacity, 3), -1, dtype=torch.int32)
 
     def _reserve(self, num_rows: int) -> None:
-        blocks = len(self.rows.blocks)
+        """Blocks for ``num_rows`` rows, their addresses appended to ``_pointers`` (which keeps
+        room for more, so a block costs no copy of all the addresses)."""
+        had = len(self.rows.blocks)
         self.rows.reserve(num_rows)
-        if len(self.rows.blocks) != blocks:
-            self._pointers = torch.tensor([b.data_ptr() for b in self.rows.blocks])
-
-    def _trim(self) -> None:
-        blocks = len(self.rows.blocks)
-        self.rows.trim(self.num_rows)
-        if len(self.rows.blocks) != blocks:
-            self._pointers = self._pointers[: len(self.rows.blocks)].clone()
+        blocks = self.rows.blocks
+        if len(blocks) == had:
+            return
+        if len(blocks) > self._pointers.numel():
+            grown = torch.zeros(max(2 * self._pointers.numel(), len(blocks), 8), dtype=torch.int64)
+            grown[:had] = self._pointers[:had]
+            self._pointers = grown
+        self._pointers[had : len(blocks)] = torch.tensor([b.data_ptr() for b in blocks[had:]])
 
     def _grow_index(self, num_rows: int) -> None:
         capacity = self.capacity
@@ -167,13 +169,17 @@ class NativeTable:
         assert _core is not None
         n = keys.numel()
         rows = torch.empty(n, dtype=torch.int64)
-        self._reserve(self.num_rows + n)
+        if self.num_rows == 0:  # every id is new: size the index once, not by steps
+            self._grow_index(n)
         done = 0
         while done < n:
             limit = int(_MAX_LOAD * self.capacity)
             if self.num_rows >= limit:
                 self._grow_index(self.num_rows + 1)
                 continue
+            if self.num_rows >= self.rows.capacity:  # blocks as rows need them, one at a time
+                self._reserve(self.num_rows + 1)
+            limit = min(limit, self.rows.capacity)
             processed, created = _core.find_insert(
                 self.index.data_ptr(),
                 self.capacity,
@@ -192,7 +198,6 @@ class NativeTable:
             )
             done += processed
             self.num_rows += created
-        self._trim()
         return rows
 
     def _create(self, keys: torch.Tensor, rows: torch.Tensor, missing: int) -> None:

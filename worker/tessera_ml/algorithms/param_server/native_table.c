@@ -3,7 +3,8 @@
  * Stateless functions over memory the Python side owns (torch tensors, passed as addresses):
  *
  * - the hash index: `cap` entries of three int32 words, an int64 id then its row (-1: empty),
- *   open addressing with linear probing, home slot = a 64-bit mix of the id scaled to `cap`;
+ *   open addressing with linear probing, home slot = a 64-bit mix of the id scaled to `cap`
+ *   (monotone in the mix);
  * - the rows: blocks of `1 << shift` rows of `width` float32, one address per block.
  *
  * Ids handed to `insert` are unique and absent, so concurrent inserters only race for empty
@@ -18,10 +19,21 @@
 #include <string.h>
 
 #define INDEX_SALT 0x1DEULL
-#define PREFETCH_AHEAD 12
+#define PREFETCH_AHEAD 16 /* index slots; a power of two: the ring of home slots below */
+#define GATHER_AHEAD 64   /* rows */
 #define MIN_PER_THREAD 16384
 #define MAX_THREADS 64
 #define LOW24 0xFFFFFFULL
+
+/* Loops that initialise rows or hash runs of ids, compiled also for AVX2 and AVX-512 (64-bit
+ * multiplies in vectors), the variant picked when the module loads. Integer arithmetic and
+ * float multiply then subtract (never fused: -ffp-contract=off) give the same bits on every
+ * variant. */
+#if defined(__x86_64__) && defined(__GLIBC__) && defined(__GNUC__) && __GNUC__ >= 11 && !defined(__clang__)
+#define VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define VECTOR_CLONES
+#endif
 
 static inline uint64_t mix64(uint64_t x)
 {
@@ -66,12 +78,19 @@ static void *run_chunk(void *arg)
     return NULL;
 }
 
-static void parallel_for(int threads, Py_ssize_t n, range_fn fn, void *ctx)
+/* How many threads parallel_for uses for n items. */
+static int thread_count(int threads, Py_ssize_t n)
 {
     Py_ssize_t most = n / MIN_PER_THREAD;
     int t = threads < 1 ? 1 : (threads > MAX_THREADS ? MAX_THREADS : threads);
     if (most < t)
         t = most < 1 ? 1 : (int)most;
+    return t;
+}
+
+static void parallel_for(int threads, Py_ssize_t n, range_fn fn, void *ctx)
+{
+    int t = thread_count(threads, n);
     if (t == 1) {
         fn(ctx, 0, n);
         return;
@@ -96,6 +115,33 @@ static void parallel_for(int threads, Py_ssize_t n, range_fn fn, void *ctx)
 
 /* ---- find ------------------------------------------------------------------------------ */
 
+/* Home slots computed PREFETCH_AHEAD keys early (and their index entries prefetched), kept in
+ * a ring so each key is hashed once. */
+#define RING_MASK (PREFETCH_AHEAD - 1)
+
+static inline void ring_fill(uint64_t *ring, const int64_t *keys, Py_ssize_t lo, Py_ssize_t hi,
+                             const int32_t *index, uint64_t cap)
+{
+    for (Py_ssize_t i = lo; i < hi && i < lo + PREFETCH_AHEAD; i++) {
+        ring[i & RING_MASK] = home_slot(keys[i], cap);
+        __builtin_prefetch(index + 3 * ring[i & RING_MASK], 1);
+    }
+}
+
+/* The home slot of key i; computes and prefetches that of key i + PREFETCH_AHEAD. */
+static inline uint64_t ring_next(uint64_t *ring, const int64_t *keys, Py_ssize_t i,
+                                 Py_ssize_t hi, const int32_t *index, uint64_t cap)
+{
+    uint64_t slot = ring[i & RING_MASK];
+    Py_ssize_t ahead = i + PREFETCH_AHEAD;
+    if (ahead < hi) {
+        uint64_t next = home_slot(keys[ahead], cap);
+        ring[ahead & RING_MASK] = next;
+        __builtin_prefetch(index + 3 * next, 1);
+    }
+    return slot;
+}
+
 typedef struct {
     const int32_t *index;
     uint64_t cap;
@@ -107,25 +153,18 @@ static void find_range(void *arg, Py_ssize_t lo, Py_ssize_t hi)
 {
     find_ctx *c = (find_ctx *)arg;
     const int32_t *index = c->index;
+    const int64_t *keys = c->keys;
     uint64_t cap = c->cap;
+    uint64_t ring[PREFETCH_AHEAD];
+    ring_fill(ring, keys, lo, hi, index, cap);
     for (Py_ssize_t i = lo; i < hi; i++) {
-        if (i + PREFETCH_AHEAD < hi)
-            __builtin_prefetch(index + 3 * home_slot(c->keys[i + PREFETCH_AHEAD], cap));
-        int64_t key = c->keys[i];
-        uint64_t slot = home_slot(key, cap);
-        int64_t found = -1;
-        for (;;) {
-            int32_t row = index[3 * slot + 2];
-            if (row < 0)
-                break;
-            if (entry_key(index, slot) == key) {
-                found = row;
-                break;
-            }
+        uint64_t slot = ring_next(ring, keys, i, hi, index, cap);
+        int64_t key = keys[i];
+        int32_t row;
+        while ((row = index[3 * slot + 2]) >= 0 && entry_key(index, slot) != key)
             if (++slot == cap)
                 slot = 0;
-        }
-        c->rows[i] = found;
+        c->rows[i] = row;
     }
 }
 
@@ -155,19 +194,28 @@ typedef struct {
     const int64_t *keys;
     const int64_t *rows;
     int64_t first_row;
+    int shared; /* other threads place into the same index */
 } place_ctx;
 
-static inline void place(int32_t *index, uint64_t cap, int64_t key, int32_t row)
+/* Enter key with its row from `slot` on. Alone, a plain store takes the first empty slot;
+ * shared, a compare-and-swap on the row word claims it. */
+static inline void place(int32_t *index, uint64_t cap, uint64_t slot, int64_t key, int32_t row,
+                         int shared)
 {
-    uint64_t slot = home_slot(key, cap);
     for (;;) {
         int32_t *word = index + 3 * slot + 2;
-        int32_t expected = -1;
-        if (*word < 0 &&
-            __atomic_compare_exchange_n(word, &expected, row, 0, __ATOMIC_RELAXED,
-                                        __ATOMIC_RELAXED)) {
-            memcpy(index + 3 * slot, &key, sizeof key);
-            return;
+        if (*word < 0) {
+            if (!shared) {
+                *word = row;
+                memcpy(index + 3 * slot, &key, sizeof key);
+                return;
+            }
+            int32_t expected = -1;
+            if (__atomic_compare_exchange_n(word, &expected, row, 0, __ATOMIC_RELAXED,
+                                            __ATOMIC_RELAXED)) {
+                memcpy(index + 3 * slot, &key, sizeof key);
+                return;
+            }
         }
         if (++slot == cap)
             slot = 0;
@@ -177,11 +225,12 @@ static inline void place(int32_t *index, uint64_t cap, int64_t key, int32_t row)
 static void place_range(void *arg, Py_ssize_t lo, Py_ssize_t hi)
 {
     place_ctx *c = (place_ctx *)arg;
+    uint64_t ring[PREFETCH_AHEAD];
+    ring_fill(ring, c->keys, lo, hi, c->index, c->cap);
     for (Py_ssize_t i = lo; i < hi; i++) {
-        if (i + PREFETCH_AHEAD < hi)
-            __builtin_prefetch(c->index + 3 * home_slot(c->keys[i + PREFETCH_AHEAD], c->cap), 1);
+        uint64_t slot = ring_next(ring, c->keys, i, hi, c->index, c->cap);
         if (c->rows[i] >= c->first_row)
-            place(c->index, c->cap, c->keys[i], (int32_t)c->rows[i]);
+            place(c->index, c->cap, slot, c->keys[i], (int32_t)c->rows[i], c->shared);
     }
 }
 
@@ -201,7 +250,8 @@ static PyObject *py_insert(PyObject *self, PyObject *args)
     for (Py_ssize_t i = 0; i < n; i++)
         if (r[i] < 0)
             r[i] = next++;
-    place_ctx c = {(int32_t *)index, cap, (const int64_t *)keys, r, first_row};
+    place_ctx c = {(int32_t *)index, cap, (const int64_t *)keys, r, first_row,
+                   thread_count(threads, n) > 1};
     parallel_for(threads, n, place_range, &c);
     Py_END_ALLOW_THREADS;
     return PyLong_FromLongLong(next - first_row);
@@ -214,6 +264,7 @@ typedef struct {
     int32_t *index;
     uint64_t cap;
     int64_t *ids;
+    int shared;
 } scan_ctx;
 
 static void rehash_range(void *arg, Py_ssize_t lo, Py_ssize_t hi)
@@ -221,20 +272,55 @@ static void rehash_range(void *arg, Py_ssize_t lo, Py_ssize_t hi)
     scan_ctx *c = (scan_ctx *)arg;
     for (Py_ssize_t s = lo; s < hi; s++) {
         int32_t row = c->old[3 * s + 2];
-        if (row >= 0)
-            place(c->index, c->cap, entry_key(c->old, (uint64_t)s), row);
+        if (row >= 0) {
+            int64_t key = entry_key(c->old, (uint64_t)s);
+            place(c->index, c->cap, home_slot(key, c->cap), key, row, c->shared);
+        }
     }
 }
 
+/* A rehash on one thread, a chunk of entries at a time: the chunk's entries are first
+ * gathered without a branch, then all their new home slots computed, then entered; kept
+ * apart, the steps pipeline instead of stalling on each entry's mispredicted branches. Home
+ * slots are monotone in the mix, so the new index fills nearly in order. */
+#define REHASH_CHUNK 512
+
+VECTOR_CLONES static void rehash_serial(const int32_t *old, uint64_t old_cap, int32_t *index,
+                                        uint64_t cap)
+{
+    int64_t keys[REHASH_CHUNK];
+    int32_t rows[REHASH_CHUNK];
+    uint64_t homes[REHASH_CHUNK];
+    uint64_t s = 0;
+    while (s < old_cap) {
+        int m = 0;
+        for (; s < old_cap && m < REHASH_CHUNK; s++) {
+            int32_t row = old[3 * s + 2];
+            keys[m] = entry_key(old, s);
+            rows[m] = row;
+            m += row >= 0;
+        }
+        for (int j = 0; j < m; j++)
+            homes[j] = home_slot(keys[j], cap);
+        for (int j = 0; j < m; j++)
+            place(index, cap, homes[j], keys[j], rows[j], 0);
+    }
+}
+
+/* Enter every entry of `old` into the empty `index`. */
 static PyObject *py_rehash(PyObject *self, PyObject *args)
 {
     unsigned long long old, old_cap, index, cap;
     int threads;
     if (!PyArg_ParseTuple(args, "KKKKi", &old, &old_cap, &index, &cap, &threads))
         return NULL;
-    scan_ctx c = {(const int32_t *)old, (int32_t *)index, cap, NULL};
+    scan_ctx c = {(const int32_t *)old, (int32_t *)index, cap, NULL,
+                  thread_count(threads, (Py_ssize_t)old_cap) > 1};
     Py_BEGIN_ALLOW_THREADS;
-    parallel_for(threads, (Py_ssize_t)old_cap, rehash_range, &c);
+    if (c.shared)
+        parallel_for(threads, (Py_ssize_t)old_cap, rehash_range, &c);
+    else
+        rehash_serial(c.old, old_cap, c.index, cap);
     Py_END_ALLOW_THREADS;
     Py_RETURN_NONE;
 }
@@ -256,7 +342,7 @@ static PyObject *py_ids(PyObject *self, PyObject *args)
     int threads;
     if (!PyArg_ParseTuple(args, "KKKi", &index, &cap, &ids, &threads))
         return NULL;
-    scan_ctx c = {(const int32_t *)index, NULL, 0, (int64_t *)ids};
+    scan_ctx c = {(const int32_t *)index, NULL, 0, (int64_t *)ids, 0};
     Py_BEGIN_ALLOW_THREADS;
     parallel_for(threads, (Py_ssize_t)cap, ids_range, &c);
     Py_END_ALLOW_THREADS;
@@ -298,12 +384,18 @@ static inline void init_row(float *out, int64_t key, int64_t dim, const uint64_t
     uint64_t base = mix64((uint64_t)key ^ seed_hash);
     for (int64_t j = 0; j < dim; j++) {
         uint64_t bits = ((base * multipliers[j]) >> 40) & LOW24;
-        float u = (float)bits * step;
+        float u = (float)(int32_t)bits * step;
         out[j] = u - offset;
     }
 }
 
-static void init_range(void *arg, Py_ssize_t lo, Py_ssize_t hi)
+static inline void copy_floats(float *dst, const float *src, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++)
+        dst[j] = src[j];
+}
+
+VECTOR_CLONES static void init_range(void *arg, Py_ssize_t lo, Py_ssize_t hi)
 {
     rows_ctx *c = (rows_ctx *)arg;
     uint64_t multipliers[MAX_INIT_COLUMNS];
@@ -346,73 +438,104 @@ static PyObject *py_init(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* One pass over the batch on the calling thread: each id is found or, when absent, takes the
- * next row (batch order), enters the index and gets its initial values, until the table
- * would exceed max_rows. Returns (ids processed, rows created). */
-static PyObject *py_find_insert(PyObject *self, PyObject *args)
-{
-    unsigned long long index_addr, cap, keys_addr, rows_addr, blocks_addr, seed_hash;
+typedef struct {
+    int32_t *index;
+    uint64_t cap;
+    const int64_t *keys;
+    int64_t *rows;
     Py_ssize_t n;
-    long long first_row, max_rows, width, dim;
+    int64_t max_rows;
+    float *const *blocks;
     int shift;
-    float step, offset;
-    if (!PyArg_ParseTuple(args, "KKKKnLLKiLLKff", &index_addr, &cap, &keys_addr, &rows_addr, &n,
-                          &first_row, &max_rows, &blocks_addr, &shift, &width, &dim, &seed_hash,
-                          &step, &offset))
-        return NULL;
-    int32_t *index = (int32_t *)index_addr;
-    const int64_t *keys = (const int64_t *)keys_addr;
-    int64_t *rows = (int64_t *)rows_addr;
-    float *const *blocks = (float *const *)blocks_addr;
-    int64_t next = first_row;
-    Py_ssize_t i = 0;
-    Py_BEGIN_ALLOW_THREADS;
+    int64_t width;
+    int64_t dim;
+    uint64_t seed_hash;
+    float step;
+    float offset;
+} find_insert_ctx;
+
+/* The loop of find_insert: ids from keys[0] on, rows created from *next_row until max_rows;
+ * returns how many ids it processed. */
+VECTOR_CLONES static Py_ssize_t find_insert_loop(const find_insert_ctx *c, int64_t *next_row)
+{
+    int32_t *index = c->index;
+    const int64_t *keys = c->keys;
+    uint64_t cap = c->cap;
+    Py_ssize_t n = c->n;
+    int64_t next = *next_row;
     uint64_t multipliers[MAX_INIT_COLUMNS];
-    column_multipliers(multipliers, dim);
+    column_multipliers(multipliers, c->dim);
+    uint64_t ring[PREFETCH_AHEAD];
+    ring_fill(ring, keys, 0, n, index, cap);
+    Py_ssize_t i = 0;
     for (; i < n; i++) {
-        if (i + PREFETCH_AHEAD < n)
-            __builtin_prefetch(index + 3 * home_slot(keys[i + PREFETCH_AHEAD], cap), 1);
+        uint64_t slot = ring_next(ring, keys, i, n, index, cap);
         int64_t key = keys[i];
-        uint64_t slot = home_slot(key, cap);
         int32_t row;
         while ((row = index[3 * slot + 2]) >= 0 && entry_key(index, slot) != key)
             if (++slot == cap)
                 slot = 0;
         if (row >= 0) {
-            rows[i] = row;
+            c->rows[i] = row;
             continue;
         }
-        if (next >= max_rows)
+        if (next >= c->max_rows)
             break;
         memcpy(index + 3 * slot, &key, sizeof key);
         index[3 * slot + 2] = (int32_t)next;
-        float *dst = row_at(blocks, shift, width, next);
-        init_row(dst, key, dim, multipliers, seed_hash, step, offset);
-        memset(dst + dim, 0, (size_t)(width - dim) * sizeof(float));
-        rows[i] = next++;
+        float *dst = row_at(c->blocks, c->shift, c->width, next);
+        init_row(dst, key, c->dim, multipliers, c->seed_hash, c->step, c->offset);
+        memset(dst + c->dim, 0, (size_t)(c->width - c->dim) * sizeof(float));
+        c->rows[i] = next++;
     }
-    Py_END_ALLOW_THREADS;
-    return Py_BuildValue("nL", i, (long long)(next - first_row));
+    *next_row = next;
+    return i;
 }
 
-static void gather_range(void *arg, Py_ssize_t lo, Py_ssize_t hi)
+/* One pass over the batch on the calling thread: each id is found or, when absent, takes the
+ * next row (batch order), enters the index and gets its initial values, until the table
+ * would exceed max_rows. Returns (ids processed, rows created). */
+static PyObject *py_find_insert(PyObject *self, PyObject *args)
+{
+    unsigned long long index, cap, keys, rows, blocks, seed_hash;
+    Py_ssize_t n;
+    long long first_row, max_rows, width, dim;
+    int shift;
+    float step, offset;
+    if (!PyArg_ParseTuple(args, "KKKKnLLKiLLKff", &index, &cap, &keys, &rows, &n, &first_row,
+                          &max_rows, &blocks, &shift, &width, &dim, &seed_hash, &step, &offset))
+        return NULL;
+    find_insert_ctx c = {
+        .index = (int32_t *)index, .cap = cap, .keys = (const int64_t *)keys,
+        .rows = (int64_t *)rows, .n = n, .max_rows = max_rows,
+        .blocks = (float *const *)blocks, .shift = shift, .width = width, .dim = dim,
+        .seed_hash = seed_hash, .step = step, .offset = offset,
+    };
+    int64_t next = first_row;
+    Py_ssize_t done;
+    Py_BEGIN_ALLOW_THREADS;
+    done = find_insert_loop(&c, &next);
+    Py_END_ALLOW_THREADS;
+    return Py_BuildValue("nL", done, (long long)(next - first_row));
+}
+
+VECTOR_CLONES static void gather_range(void *arg, Py_ssize_t lo, Py_ssize_t hi)
 {
     rows_ctx *c = (rows_ctx *)arg;
-    size_t bytes = (size_t)c->cols * sizeof(float);
+    int64_t cols = c->cols;
     uint64_t multipliers[MAX_INIT_COLUMNS];
-    column_multipliers(multipliers, c->cols < MAX_INIT_COLUMNS ? c->cols : MAX_INIT_COLUMNS);
+    column_multipliers(multipliers, cols < MAX_INIT_COLUMNS ? cols : MAX_INIT_COLUMNS);
     for (Py_ssize_t i = lo; i < hi; i++) {
-        if (i + PREFETCH_AHEAD < hi && c->rows[i + PREFETCH_AHEAD] >= 0)
-            __builtin_prefetch(row_at(c->blocks, c->shift, c->width, c->rows[i + PREFETCH_AHEAD]));
+        if (i + GATHER_AHEAD < hi && c->rows[i + GATHER_AHEAD] >= 0)
+            __builtin_prefetch(row_at(c->blocks, c->shift, c->width, c->rows[i + GATHER_AHEAD]));
         int64_t row = c->rows[i];
-        float *dst = c->values + i * c->cols;
+        float *dst = c->values + i * cols;
         if (row >= 0)
-            memcpy(dst, row_at(c->blocks, c->shift, c->width, row), bytes);
+            copy_floats(dst, row_at(c->blocks, c->shift, c->width, row), cols);
         else
-            init_row(dst, c->keys[i], c->cols, multipliers, c->seed_hash, c->step, c->offset);
+            init_row(dst, c->keys[i], cols, multipliers, c->seed_hash, c->step, c->offset);
     }
 }
-
 /* values[i] = the first `cols` columns of row rows[i]; row -1: the initial value of keys[i]. */
 static PyObject *py_gather(PyObject *self, PyObject *args)
 {
