@@ -189,8 +189,9 @@ SPEC = ParamServerSpec(
             name=SERVER,
             min=1,
             description="Holds a shard of the embedding tables",
-            device_note="the table is a compiled hash table in host memory; a GPU table is "
-            "not built",
+            devices=("cpu", "cuda"),
+            device_note="on a CPU the table is a compiled hash table in host memory; on a GPU "
+            "(device: cuda) it is the torch table in GPU memory",
             sees_metrics=(
                 *OPERATIONAL_METRICS,
                 "table_rows",
