@@ -142,6 +142,8 @@ async def _events(
             continue
         if once or (finished and not events) or hub.stopping:
             return
+        if finished:
+            continue  # what came with the end was sent: read once more, then stop
         if await request.is_disconnected():
             return
         wait_s = KEEPALIVE_S
