@@ -1,5 +1,5 @@
-"""Digests of many jobs in three queries (the visible jobs, their attempts, their metrics), and
-the times of an attempt's steps."""
+"""Digests of many jobs in three queries (the visible jobs, their attempts, their metrics; two
+more for a party, for what its roles may see of others), and the times of an attempt's steps."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from tessera_api.models import Attempt, Job, MetricPoint, MetricSeries, RoleAssi
 from tessera_api.schemas.digests import FinalValue, JobDigest, StepTime
 from tessera_api.security import Caller
 from tessera_api.services import visibility
-from tessera_api.services.visibility import MetricView
 from tessera_ml.spec import AlgorithmSpec
 
 
@@ -26,11 +25,12 @@ def job_digests(
     """The digest of each job in ``ids`` the caller may see, in the order asked; of other
     parties' ranks, only the metrics the caller's roles may see."""
     wanted = list(dict.fromkeys(ids))
-    query = select(Job.id).where(Job.id.in_(wanted))
+    query = select(Job.id, Job.algorithm).where(Job.id.in_(wanted))
     if caller.party is not None:
         held = select(RoleAssignment.job_id).where(RoleAssignment.party_id == caller.party.id)
         query = query.where(Job.id.in_(held))
-    visible = set(session.scalars(query))
+    algorithms: dict[str, str] = dict(session.execute(query).tuples().all())
+    visible = set(algorithms)
     latest: dict[str, tuple[int, str]] = {}
     for job_id, number, attempt_id in session.execute(
         select(Attempt.job_id, Attempt.number, Attempt.id).where(Attempt.job_id.in_(visible))
@@ -45,7 +45,12 @@ def job_digests(
         .where(MetricSeries.attempt_id.in_(job_of), ~MetricSeries.name.contains("."))
         .order_by(MetricSeries.rank.desc())
     )
-    views = _views(session, latest=latest, caller=caller, specs=specs)
+    views = visibility.metric_views(
+        session,
+        jobs={j: (algorithms[j], attempt_id) for j, (_, attempt_id) in latest.items()},
+        caller=caller,
+        specs=specs,
+    )
     for attempt_id, name, rank, value, step in rows:
         view = views.get(job_of[attempt_id])
         if view is not None and not view.sees(name, rank):
@@ -60,26 +65,6 @@ def job_digests(
         for job_id in wanted
         if job_id in visible
     ]
-
-
-def _views(
-    session: Session,
-    *,
-    latest: Mapping[str, tuple[int, str]],
-    caller: Caller,
-    specs: Mapping[str, AlgorithmSpec],
-) -> dict[str, MetricView]:
-    """The caller's view of each job's latest attempt where it does not see every metric."""
-    if caller.party is None or not latest:
-        return {}
-    views: dict[str, MetricView] = {}
-    for job in session.scalars(select(Job).where(Job.id.in_(latest))):
-        view = visibility.metric_view(
-            session, job=job, attempt_id=latest[job.id][1], caller=caller, specs=specs
-        )
-        if view is not None:
-            views[job.id] = view
-    return views
 
 
 def step_times(session: Session, *, attempt_id: str, max_points: int) -> list[StepTime]:

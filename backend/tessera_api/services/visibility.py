@@ -48,16 +48,18 @@ def patterns(
     """The metric names the caller reads from other parties' ranks; None: every name."""
     if caller.party is None:
         return None
-    spec = specs.get(job.algorithm)
-    if spec is None:
-        return None
-    held = set(
-        session.scalars(
-            select(RoleAssignment.role).where(
-                RoleAssignment.job_id == job.id, RoleAssignment.party_id == caller.party.id
-            )
+    held = session.scalars(
+        select(RoleAssignment.role).where(
+            RoleAssignment.job_id == job.id, RoleAssignment.party_id == caller.party.id
         )
     )
+    return _sight(specs.get(job.algorithm), set(held))
+
+
+def _sight(spec: AlgorithmSpec | None, held: set[str]) -> tuple[str, ...] | None:
+    """What roles ``held`` of ``spec`` read of other parties' ranks; None: every name."""
+    if spec is None:
+        return None
     seen: list[str] = []
     for role in spec.roles:
         if role.name not in held:
@@ -77,15 +79,42 @@ def metric_view(
     specs: Mapping[str, AlgorithmSpec],
 ) -> MetricView | None:
     """The caller's view of an attempt's metrics; None when it sees them all."""
-    seen = patterns(session, job=job, caller=caller, specs=specs)
-    if seen is None or caller.party is None:
-        return None
-    own: set[int] = set()
-    if attempt_id is not None:
-        for ranks in session.scalars(
-            select(Task.ranks).where(
-                Task.attempt_id == attempt_id, Task.party_id == caller.party.id
+    views = metric_views(
+        session, jobs={job.id: (job.algorithm, attempt_id)}, caller=caller, specs=specs
+    )
+    return views.get(job.id)
+
+
+def metric_views(
+    session: Session,
+    *,
+    jobs: Mapping[str, tuple[str, str | None]],
+    caller: Caller,
+    specs: Mapping[str, AlgorithmSpec],
+) -> dict[str, MetricView]:
+    """The caller's view of each job's attempt (``jobs``: id → algorithm and attempt id) where
+    it does not see every metric, in two queries whatever the number of jobs."""
+    party = caller.party
+    if party is None or not jobs:
+        return {}
+    held: dict[str, set[str]] = {job_id: set() for job_id in jobs}
+    for job_id, role in session.execute(
+        select(RoleAssignment.job_id, RoleAssignment.role).where(
+            RoleAssignment.job_id.in_(jobs), RoleAssignment.party_id == party.id
+        )
+    ):
+        held[job_id].add(role)
+    sights = {j: _sight(specs.get(algorithm), held[j]) for j, (algorithm, _) in jobs.items()}
+    limited = {j: seen for j, seen in sights.items() if seen is not None}
+    attempts = {jobs[j][1]: j for j in limited if jobs[j][1] is not None}
+    own: dict[str, set[int]] = {j: set() for j in limited}
+    if attempts:
+        for attempt_id, ranks in session.execute(
+            select(Task.attempt_id, Task.ranks).where(
+                Task.attempt_id.in_(attempts), Task.party_id == party.id
             )
         ):
-            own.update(int(r["rank"]) for r in ranks)
-    return MetricView(caller.party.name, caller.party.id, seen, frozenset(own))
+            own[attempts[attempt_id]].update(int(r["rank"]) for r in ranks)
+    return {
+        j: MetricView(party.name, party.id, seen, frozenset(own[j])) for j, seen in limited.items()
+    }
