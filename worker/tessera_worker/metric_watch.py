@@ -11,14 +11,15 @@ import threading
 from collections.abc import Callable, Mapping
 
 from tessera_ml.report import Reporter
+from tessera_worker.forwarding import Forwarding
 
 
-class StepTracking:
+class StepTracking(Forwarding):
     """A reporter that remembers the latest step the rank reported (metrics or progress) and
     the names of the metrics it reported."""
 
     def __init__(self, inner: Reporter) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self.step = 0
         self.names: set[str] = set()
 
@@ -30,22 +31,6 @@ class StepTracking:
     def progress(self, step: int, total: int | None) -> None:
         self.step = max(self.step, step)
         self.inner.progress(step, total)
-
-    def log(self, message: str, *, level: str = "info") -> None:
-        self.inner.log(message, level=level)
-
-    def checkpoint(
-        self, step: int, uri: str, size: int, sha256: str, *, kind: str = "checkpoint"
-    ) -> None:
-        self.inner.checkpoint(step, uri, size, sha256, kind=kind)
-
-    def flush(self) -> None:
-        self.inner.flush()
-
-    def close(self) -> None:
-        close = getattr(self.inner, "close", None)
-        if close is not None:
-            close()
 
 
 class MetricWatch:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from tessera_ml.report import Reporter
+from tessera_worker.forwarding import Forwarding
 
 HEADLINE = ("loss", "eval_loss", "accuracy", "eval_accuracy", "auc", "eval_auc", "throughput")
 PREFIX = "progress:"
@@ -30,7 +31,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-class ProgressLines:
+class ProgressLines(Forwarding):
     """A reporter that also describes the rank's progress in log lines (see the module)."""
 
     def __init__(
@@ -40,7 +41,7 @@ class ProgressLines:
         interval_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.inner = inner
+        super().__init__(inner)
         self._interval_s = interval_s
         self._clock = clock
         self._started = clock()
@@ -91,17 +92,6 @@ class ProgressLines:
         ]
         return " · ".join(parts)
 
-    def log(self, message: str, *, level: str = "info") -> None:
-        self.inner.log(message, level=level)
-
-    def checkpoint(
-        self, step: int, uri: str, size: int, sha256: str, *, kind: str = "checkpoint"
-    ) -> None:
-        self.inner.checkpoint(step, uri, size, sha256, kind=kind)
-
-    def flush(self) -> None:
-        self.inner.flush()
-
     def describe_last(self) -> None:
         """Describe the latest step if no line did yet."""
         with self._lock:
@@ -113,6 +103,4 @@ class ProgressLines:
     def close(self) -> None:
         """Describe the latest step if no line did yet, then close the reporter underneath."""
         self.describe_last()
-        close = getattr(self.inner, "close", None)
-        if close is not None:
-            close()
+        super().close()
