@@ -87,18 +87,18 @@ class ControlPlane:
 
     def post_checkpoint(self, job_id: str, body: dict[str, Any]) -> None:
         """Record a checkpoint, or (an item with ``upload``, queued after its record) upload
-        its file."""
-        if "upload" not in body:
+        its file; a file gone from disk raises ``OSError``."""
+        if "upload" in body:
+            self.put_checkpoint_file(job_id, body)
+        else:
             self._call("POST", f"/jobs/{job_id}/checkpoints", body)
-            return
-        path = Path(body["upload"])
-        if not path.is_file():
-            raise ApiError(0, f"checkpoint file {path} is gone; not uploaded", "file_gone")
-        where = f"/jobs/{job_id}/checkpoints/{body['attempt']}/{body['step']}/{body['rank']}/file"
-        with path.open("rb") as file:
+
+    def put_checkpoint_file(self, job_id: str, item: dict[str, Any]) -> None:
+        where = f"/jobs/{job_id}/checkpoints/{item['attempt']}/{item['step']}/{item['rank']}/file"
+        with Path(item["upload"]).open("rb") as file:
             response = self._http.put(
                 API + where,
-                params={"task_id": body["task_id"], "kind": body.get("kind", "checkpoint")},
+                params={"task_id": item["task_id"], "kind": item.get("kind", "checkpoint")},
                 content=iter(lambda: file.read(1 << 20), b""),
                 headers=self._headers | {"Content-Type": "application/octet-stream"},
             )

@@ -193,6 +193,9 @@ class HttpReporter:
             return True
         try:
             post(batch)
+        except OSError as exc:  # a checkpoint's file gone from disk: nothing to retry
+            print(f"tessera: reporter dropped {len(batch)} items: {exc}", file=sys.stderr)
+            return True
         except (httpx.HTTPError, ApiError) as exc:
             if isinstance(exc, ApiError) and not exc.retryable:
                 print(f"tessera: reporter dropped {len(batch)} items: {exc}", file=sys.stderr)
@@ -236,6 +239,8 @@ def deliver_spool(api: ControlPlane, job_id: str, task_id: str, spool: Path) -> 
                 if exc.retryable:
                     spool.write_text(json.dumps(left))  # what is left, not what went
                     raise
+                print(f"tessera: dropped {len(batch)} spooled items: {exc}", file=sys.stderr)
+            except OSError as exc:  # a checkpoint's file gone from disk
                 print(f"tessera: dropped {len(batch)} spooled items: {exc}", file=sys.stderr)
             except httpx.HTTPError:
                 spool.write_text(json.dumps(left))

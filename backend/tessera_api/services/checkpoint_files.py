@@ -16,14 +16,16 @@ import os
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVarTuple
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from tessera_api.errors import ApiError, forbidden, not_found
 from tessera_api.models import Attempt, Checkpoint, Task
 from tessera_api.security import Caller
+
+Ts = TypeVarTuple("Ts")
 
 
 @dataclass(frozen=True)
@@ -40,20 +42,24 @@ def path_of(root: Path, *, job_id: str, attempt: int, kind: str, step: int, rank
     return folder / f"step-{step:09d}" / f"rank-{rank}.pt"
 
 
+def _latest(query: Select[*Ts], *, kind: str, step: int, rank: int) -> Select[*Ts]:
+    """``query`` narrowed to the last record of (kind, step, rank): a step saved again by a
+    resumed attempt of the same task counts once, as last written."""
+    return (
+        query.where(Checkpoint.kind == kind, Checkpoint.step == step, Checkpoint.rank == rank)
+        .order_by(Checkpoint.id.desc())
+        .limit(1)
+    )
+
+
 def for_upload(
     session: Session, root: Path, *, task: Task, kind: str, step: int, rank: int
 ) -> Stored:
     """The record a task's upload of (kind, step, rank) must match: the task recorded it first."""
     found = session.scalars(
-        select(Checkpoint)
-        .where(
-            Checkpoint.task_id == task.id,
-            Checkpoint.kind == kind,
-            Checkpoint.step == step,
-            Checkpoint.rank == rank,
+        _latest(select(Checkpoint), kind=kind, step=step, rank=rank).where(
+            Checkpoint.task_id == task.id
         )
-        .order_by(Checkpoint.id.desc())
-        .limit(1)
     ).first()
     if found is None:
         raise not_found(kind, f"step {step} rank {rank} of task {task.id}")
@@ -74,20 +80,13 @@ def for_download(
     caller: Caller,
 ) -> Stored:
     """The stored file of a checkpoint, if the caller may have it."""
-    row = session.execute(
+    query = (
         select(Checkpoint, Task.party_id)
         .join(Attempt, Checkpoint.attempt_id == Attempt.id)
         .join(Task, Checkpoint.task_id == Task.id)
-        .where(
-            Checkpoint.job_id == job_id,
-            Attempt.number == attempt,
-            Checkpoint.kind == kind,
-            Checkpoint.step == step,
-            Checkpoint.rank == rank,
-        )
-        .order_by(Checkpoint.id.desc())
-        .limit(1)
-    ).first()
+        .where(Checkpoint.job_id == job_id, Attempt.number == attempt)
+    )
+    row = session.execute(_latest(query, kind=kind, step=step, rank=rank)).first()
     if row is None:
         raise not_found(kind, f"attempt {attempt} step {step} rank {rank}")
     checkpoint, party_id = row

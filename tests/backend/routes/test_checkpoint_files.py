@@ -8,6 +8,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+import pytest
 from fastapi.testclient import TestClient
 
 from tessera_worker.client import ApiError, ControlPlane
@@ -78,19 +79,14 @@ def test_bytes_that_do_not_match_the_record_are_refused(client: TestClient, tmp_
     api = worker_client(client, job.alice)
     record = write_checkpoint(tmp_path, 7, 0, b"the state as recorded")
     upload = {"upload": str(Path(record["uri"]) / "rank-0.pt"), "attempt": 1}
-    # no record yet: nothing to match
-    try:
+    with pytest.raises(ApiError) as before:  # no record yet: nothing to match
         api.post_checkpoint(job.id, {"task_id": job.alice_task, **record, **upload})
-        raise AssertionError("an upload before its record was taken")
-    except ApiError as exc:
-        assert exc.status == 404
+    assert before.value.status == 404
     api.post_checkpoint(job.id, {"task_id": job.alice_task, **record})
     (Path(record["uri"]) / "rank-0.pt").write_bytes(b"the state, changed after")
-    try:
+    with pytest.raises(ApiError) as changed:  # bytes that differ from the record
         api.post_checkpoint(job.id, {"task_id": job.alice_task, **record, **upload})
-        raise AssertionError("bytes that differ from the record were taken")
-    except ApiError as exc:
-        assert (exc.status, exc.code) == (422, "checkpoint_mismatch")
+    assert (changed.value.status, changed.value.code) == (422, "checkpoint_mismatch")
     assert client.get(file_url(job, 7, 0), headers=ADMIN).json()["code"] == "checkpoint_not_shared"
     # a task uploads only for itself
     foreign = client.put(
@@ -109,19 +105,10 @@ def test_a_file_over_the_limit_is_refused_and_not_kept(client: TestClient, tmp_p
     api = worker_client(client, job.alice)
     record = write_checkpoint(tmp_path, 3, 0, b"z" * 5000)
     api.post_checkpoint(job.id, {"task_id": job.alice_task, **record})
-    try:
-        api.post_checkpoint(
-            job.id,
-            {
-                "task_id": job.alice_task,
-                **record,
-                "upload": str(Path(record["uri"]) / "rank-0.pt"),
-                "attempt": 1,
-            },
-        )
-        raise AssertionError("a file over the limit was taken")
-    except ApiError as exc:
-        assert (exc.status, exc.code) == (413, "checkpoint_too_large")
+    upload = {"upload": str(Path(record["uri"]) / "rank-0.pt"), "attempt": 1}
+    with pytest.raises(ApiError) as too_large:
+        api.post_checkpoint(job.id, {"task_id": job.alice_task, **record, **upload})
+    assert (too_large.value.status, too_large.value.code) == (413, "checkpoint_too_large")
     stored = app.state.settings.resolved_artifacts_dir / job.id
     assert not [p for p in stored.rglob("*") if p.is_file()]
 
