@@ -1,5 +1,6 @@
 import { useState } from "react";
 import { errorText, getToken, type Schemas } from "../api/client";
+import { saveBlob } from "../api/save";
 import type { Identity } from "../auth";
 import { formatBytes } from "../hooks/queries";
 
@@ -54,12 +55,7 @@ async function download(jobId: string, c: Checkpoint): Promise<void> {
     const body = await response.json().catch(() => null);
     throw new Error(body?.detail ?? `${response.status} ${response.statusText}`);
   }
-  const url = URL.createObjectURL(await response.blob());
-  const a = document.createElement("a");
-  a.href = url;
-  a.download = `${jobId.slice(0, 8)}-attempt${c.attempt}-${c.kind}-step${c.step}-rank${c.rank}.pt`;
-  a.click();
-  setTimeout(() => URL.revokeObjectURL(url), 1000);
+  saveBlob(await response.blob(), `${jobId.slice(0, 8)}-attempt${c.attempt}-${c.kind}-step${c.step}-rank${c.rank}.pt`);
 }
 
 /**

@@ -1,6 +1,7 @@
 import { useQuery } from "@tanstack/react-query";
 import { useEffect, useMemo, useRef, useState } from "react";
 import { api, errorText, unwrap, type JobPublic } from "../api/client";
+import { saveBlob } from "../api/save";
 import { pollEvery } from "../hooks/polling";
 import { filterLines, LEVELS, lineText, NO_FILTER, taskLabel, taskNames, type Line, type LogFilter } from "./logLines";
 
@@ -21,12 +22,8 @@ async function download(job: JobPublic, names: ReturnType<typeof taskNames>): Pr
     if (page.data.length < 5000) break;
     after = page.next_cursor;
   }
-  const url = URL.createObjectURL(new Blob([out.join("\n") + "\n"], { type: "text/plain" }));
-  const a = document.createElement("a");
-  a.href = url;
-  a.download = `${job.name.trim().replace(/[^\w.-]+/g, "_") || "job"}-${job.id.slice(0, 8)}.log`;
-  a.click();
-  setTimeout(() => URL.revokeObjectURL(url), 1000);
+  const name = `${job.name.trim().replace(/[^\w.-]+/g, "_") || "job"}-${job.id.slice(0, 8)}.log`;
+  saveBlob(new Blob([out.join("\n") + "\n"], { type: "text/plain" }), name);
 }
 
 /** The job's log, every task and rank, with filters by party, rank and level, search, follow and download. */
