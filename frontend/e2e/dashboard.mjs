@@ -5,11 +5,10 @@
 // COMPARE_SCREENSHOT and PARTIES_SCREENSHOT, each a path, save the job page, the New job form
 // with a preset applied, the compare page and the parties page there.
 // Prints one line per check and "N passed, N failed" at the end; exits non-zero on failure.
-import { chromium } from "playwright-core";
+import { checks, launchBrowser } from "./harness.mjs";
 
 const BASE_URL = process.env.BASE_URL ?? "http://127.0.0.1:8000";
 const ADMIN_TOKEN = process.env.ADMIN_TOKEN;
-const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const JOB_CONFIG = JSON.parse(process.env.JOB_CONFIG ?? "{}");
 const LONG_CONFIG = JSON.parse(process.env.LONG_JOB_CONFIG ?? "{}");
 const ALGORITHM = process.env.ALGORITHM ?? "ddp";
@@ -21,11 +20,7 @@ const CREATOR_TOKEN = process.env.CREATOR_TOKEN;
 const APPROVER_TOKEN = process.env.APPROVER_TOKEN;
 if (!ADMIN_TOKEN) throw new Error("ADMIN_TOKEN is required");
 
-const browser = await chromium.launch({
-  executablePath: CHROMIUM,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync"],
-});
+const browser = await launchBrowser();
 const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
 const external = [];
 // errors the page itself logs or throws; a refused request (a 422 the form shows at its field)
@@ -40,19 +35,7 @@ page.on("request", (r) => {
   if (!["127.0.0.1", "localhost"].includes(url.hostname) && url.protocol.startsWith("http")) external.push(r.url());
 });
 
-const results = [];
-async function check(name, fn) {
-  const started = Date.now();
-  try {
-    await fn();
-    results.push([name, true]);
-    console.log(`ok   ${name} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
-  } catch (err) {
-    results.push([name, false]);
-    console.log(`FAIL ${name}: ${err?.stack ?? err}`);
-    await page.screenshot({ path: `/tmp/e2e-failure-${results.length}.png`, fullPage: true }).catch(() => {});
-  }
-}
+const { check, finish } = checks(page, "e2e");
 
 async function fillConfig(config) {
   for (const [key, value] of Object.entries(config)) {
@@ -472,8 +455,4 @@ await check("the dashboard made no external network request", async () => {
   if (external.length) throw new Error(`external requests: ${external.join(", ")}`);
 });
 
-await browser.close();
-const passed = results.filter(([, ok]) => ok).length;
-const failed = results.length - passed;
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+await finish(browser);

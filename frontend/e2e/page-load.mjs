@@ -2,14 +2,11 @@
 // second one (the browser's cache). Usage: BASE_URL=… [RUNS=5] node e2e/page-load.mjs
 // Prints, for each visit, the medians over RUNS of bytes over the wire, bytes after
 // decompression, requests answered from the network, and DOMContentLoaded and load times.
-import { chromium } from "playwright-core";
+import { launchBrowser } from "./harness.mjs";
 
 const BASE_URL = process.env.BASE_URL ?? "http://127.0.0.1:8000";
 const RUNS = Number(process.env.RUNS ?? 5);
-const browser = await chromium.launch({
-  executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
-  args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"],
-});
+const browser = await launchBrowser();
 
 async function visit(page) {
   await page.goto(`${BASE_URL}/`, { waitUntil: "load" });

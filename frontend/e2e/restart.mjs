@@ -6,12 +6,11 @@
 //   back and the job's cancellation shows without a reload.
 // Prints one line per check and "N passed, N failed" at the end; exits non-zero on failure.
 import { createInterface } from "node:readline";
-import { chromium } from "playwright-core";
+import { checks, launchBrowser } from "./harness.mjs";
 
 const BASE_URL = process.env.BASE_URL ?? "http://127.0.0.1:8000";
 const ADMIN_TOKEN = process.env.ADMIN_TOKEN;
 const JOB_ID = process.env.JOB_ID;
-const CHROMIUM = process.env.CHROMIUM ?? "/usr/bin/chromium";
 const TIMEOUT = Number(process.env.STEP_TIMEOUT_MS ?? 60000);
 if (!ADMIN_TOKEN || !JOB_ID) throw new Error("ADMIN_TOKEN and JOB_ID are required");
 
@@ -23,11 +22,7 @@ async function nextLine() {
   return value;
 }
 
-const browser = await chromium.launch({
-  executablePath: CHROMIUM,
-  args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync"],
-});
+const browser = await launchBrowser();
 const page = await browser.newPage({ viewport: { width: 1280, height: 900 } });
 
 // While the server is down (from just before it stops until the page shows it back), Chromium
@@ -48,21 +43,7 @@ page.on("console", (m) => {
 });
 page.on("pageerror", (e) => consoleErrors.push(String(e)));
 
-const results = [];
-async function check(name, fn) {
-  const started = Date.now();
-  try {
-    await fn();
-    results.push([name, true]);
-    console.log(`ok   ${name} (${((Date.now() - started) / 1000).toFixed(1)} s)`);
-    return true;
-  } catch (err) {
-    results.push([name, false]);
-    console.log(`FAIL ${name}: ${err?.stack ?? err}`);
-    await page.screenshot({ path: `/tmp/e2e-restart-failure-${results.length}.png`, fullPage: true }).catch(() => {});
-    return false;
-  }
-}
+const { check, finish: close } = checks(page, "e2e-restart");
 
 const banner = page.getByTestId("connection-lost");
 
@@ -73,11 +54,7 @@ async function finish() {
     if (wentDown && !refused.some((line) => line.startsWith(REFUSED))) throw new Error("no refused request was logged while the server was down");
     console.log(`     (while the server was down: ${refused.length} refused requests)`);
   });
-  await browser.close();
-  const passed = results.filter(([, ok]) => ok).length;
-  const failed = results.length - passed;
-  console.log(`${passed} passed, ${failed} failed`);
-  process.exit(failed ? 1 : 0);
+  await close(browser);
 }
 
 let status = null;
