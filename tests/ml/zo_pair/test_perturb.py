@@ -175,3 +175,36 @@ def test_mezo_baseline_takes_the_same_step_with_four_generations() -> None:
     apply_update(source, [(21, g)], lr=0.1)
     for a, b in zip(model.parameters(), reference.parameters(), strict=True):
         assert torch.allclose(a, b, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("piece", [32, 96, 1000, 1 << 19])
+def test_rademacher_pieces_put_together_are_the_whole_z(piece: int) -> None:
+    weight = nn.Parameter(torch.zeros(37, 129))  # 4 773 signs: neither rows nor words divide it
+    whole = ZSource([weight], "rademacher").draw(8, 0)
+    source = ZSource([weight], "rademacher", piece=piece)
+    for row in (1, 129):
+        got = torch.empty(weight.numel())
+        offsets = []
+        for offset, z in source.pieces(8, 0, row):
+            assert offset % row == 0 and (z.numel() % row == 0 or offset + z.numel() == 4773)
+            got[offset : offset + z.numel()] = z
+            offsets.append(offset)
+        assert offsets == sorted(offsets) and offsets[0] == 0
+        assert len(offsets) > 1 or piece >= 4773
+        assert torch.equal(got.view(37, 129), whole)
+
+
+def test_linear_layers_run_blocked_and_match_the_materialised_weights() -> None:
+    torch.manual_seed(5)
+    model = nn.Sequential(nn.Linear(70, 300), nn.ReLU(), nn.Linear(300, 4, bias=False))
+    source = ZSource(unique_parameters(model), "rademacher", piece=2048)
+    forward = PerturbedForward(model, source)
+    x = torch.randn(3, 5, 70)
+    with forward.at(seed=2, scale=0.03) as perturbed:
+        assert all("forward" in vars(m) for m in model if isinstance(m, nn.Linear))
+        out = perturbed(x)
+    assert not any("forward" in vars(m) for m in model)
+    reference = functional_call(model, _materialised(source, model, 2, 0.03), (x,))
+    assert out.shape == (3, 5, 4)
+    assert torch.allclose(out, reference, rtol=0, atol=1e-5)
+    assert source.generations == 1.0 + 1.0  # the reference drew z once more

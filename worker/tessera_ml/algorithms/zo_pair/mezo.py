@@ -32,7 +32,7 @@ class MezoStep:
     @torch.no_grad()
     def _perturb(self, seed: int, scale: float) -> None:
         for i, p in enumerate(self.source.params):
-            p.add_(self.source.draw(seed, i), alpha=scale)
+            self.source.add_to(p.data, seed, i, alpha=scale)
 
     @torch.no_grad()
     def _losses(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:

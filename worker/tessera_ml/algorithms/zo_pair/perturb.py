@@ -2,13 +2,19 @@
 
 ``PerturbedForward`` evaluates the model at W + sign·εz without touching W: while a module runs,
 its own parameters are replaced by freshly formed tensors W ± εz, and put back right after, so
-only one module's perturbed weights exist at a time. ``apply_update`` regenerates the same z to
-take the SGD step. A processor therefore generates z twice per step (shared directions).
+only one module's perturbed weights exist at a time. A linear layer goes further: it forms
+W ± εz a block of rows at a time and multiplies each block as soon as it is formed, so neither
+z nor the perturbed matrix ever exists whole. ``apply_update`` regenerates the same z to take
+the SGD step, again a piece at a time. A processor therefore generates z twice per step
+(shared directions), and each pass reads and writes the weights once while z stays in cache.
 
 z is either ``gaussian`` (standard normal, as in MeZO) or ``rademacher`` (independent ±1 signs, the
 classic SPSA direction; E[z zᵀ] = I as for the Gaussian). On CPU a Gaussian costs one 32-bit draw
 of the Mersenne twister and a Box-Muller transform per weight; a Rademacher sign costs one bit, so
-32 signs come from one draw and are expanded eight at a time through a 256-row table.
+32 signs come from one draw and are expanded eight at a time through a 256-row table. Rademacher
+z comes in pieces of whole 32-sign words, which continue one generator stream, so the pieces put
+together are exactly the whole z; Gaussian z comes whole (torch's normal sampler does not give
+the same numbers when asked in pieces).
 """
 
 from __future__ import annotations
@@ -20,11 +26,18 @@ from typing import Any, get_args
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 from tessera_ml.algorithms.zo_pair.seeds import mix
 from tessera_ml.algorithms.zo_pair.spec import Distribution
 
 DISTRIBUTIONS: tuple[Distribution, ...] = get_args(Distribution)
+
+PIECE = 1 << 19
+"""Elements of z formed at once (2 MiB of float32): a piece is consumed while still in cache."""
+
+_WORD = 32
+"""Signs per random word: Rademacher pieces start on word boundaries."""
 
 
 def _sign_table(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
@@ -40,6 +53,7 @@ class ZSource:
     params: Sequence[nn.Parameter]
     distribution: Distribution = "gaussian"
     generated: int = 0
+    piece: int = PIECE
     _generators: dict[torch.device, torch.Generator] = field(default_factory=dict)
     _tables: dict[tuple[torch.dtype, torch.device], torch.Tensor] = field(default_factory=dict)
 
@@ -55,26 +69,71 @@ class ZSource:
         return self._index[id(param)]
 
     def draw(self, seed: int, index: int) -> torch.Tensor:
+        """The whole z of one parameter, in a tensor of its own."""
+        p = self.params[index]
+        pieces = self.pieces(seed, index)
+        offset, first = next(pieces)
+        if first.numel() == p.numel():
+            return first.view(p.shape)  # one piece: its buffer is this draw's alone
+        z = torch.empty(p.numel(), dtype=p.dtype, device=p.device)
+        z[: first.numel()] = first
+        for offset, piece in pieces:
+            z[offset : offset + piece.numel()] = piece
+        return z.view(p.shape)
+
+    def whole(self, index: int) -> bool:
+        """Whether parameter ``index``'s z comes in a single piece."""
+        return self.distribution == "gaussian" or self.params[index].numel() <= self.piece
+
+    def pieces(self, seed: int, index: int, row: int = 1) -> Iterator[tuple[int, torch.Tensor]]:
+        """z of parameter ``index`` in order, as (offset into the flattened parameter, piece).
+
+        A piece holds whole rows of ``row`` elements and lives in a buffer the next piece
+        overwrites: use it before asking for the next.
+        """
         p = self.params[index]
         gen = self._generators.get(p.device)
         if gen is None:
             gen = self._generators[p.device] = torch.Generator(device=p.device)
         gen.manual_seed(mix(seed, index))
-        self.generated += p.numel()
+        n = p.numel()
+        self.generated += n
         if self.distribution == "gaussian":
-            return torch.randn(p.shape, generator=gen, device=p.device, dtype=p.dtype)
-        return self._signs(p, gen)
+            yield 0, torch.randn(n, generator=gen, device=p.device, dtype=p.dtype)
+            return
+        rows = max(self.piece // (row * _WORD), 1) * _WORD
+        size = min(rows * row, n)
+        words = torch.empty((size + _WORD - 1) // _WORD, dtype=torch.int64, device=p.device)
+        signs = torch.empty(words.numel() * _WORD, dtype=p.dtype, device=p.device)
+        for offset in range(0, n, size):
+            count = min(size, n - offset)
+            yield offset, self._signs(p, gen, count, words, signs)
 
-    def _signs(self, p: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    def _signs(
+        self,
+        p: torch.Tensor,
+        gen: torch.Generator,
+        count: int,
+        words: torch.Tensor,
+        signs: torch.Tensor,
+    ) -> torch.Tensor:
         key = (p.dtype, p.device)
         table = self._tables.get(key)
         if table is None:
             table = self._tables[key] = _sign_table(p.dtype, p.device)
-        words = torch.empty((p.numel() + 31) // 32, dtype=torch.int64, device=p.device)
-        words.random_(0, 1 << 32, generator=gen)
+        used = words[: (count + _WORD - 1) // _WORD]
+        used.random_(0, 1 << 32, generator=gen)
         # each word's low 32 bits are random: its four bytes give 32 signs
-        octets = words.to(torch.int32).view(torch.uint8).to(torch.int32)
-        return table.index_select(0, octets).view(-1)[: p.numel()].view(p.shape)
+        octets = used.to(torch.int32).view(torch.uint8).to(torch.int32)
+        out = signs[: octets.numel() * 8]
+        torch.index_select(table, 0, octets, out=out.view(-1, 8))
+        return out[:count]
+
+    def add_to(self, target: torch.Tensor, seed: int, index: int, alpha: float) -> None:
+        """``target += alpha · z`` for parameter ``index``, in place, a piece at a time."""
+        flat = target.view(-1)
+        for offset, piece in self.pieces(seed, index):
+            flat[offset : offset + piece.numel()].add_(piece, alpha=alpha)
 
     @property
     def generations(self) -> float:
@@ -88,7 +147,12 @@ def unique_parameters(model: nn.Module) -> list[nn.Parameter]:
 
 
 class PerturbedForward:
-    """Hooks that run ``model`` at W + sign·εz, module by module, leaving W untouched."""
+    """Runs ``model`` at W + sign·εz, module by module, leaving W untouched.
+
+    Plain ``nn.Linear`` layers run a blocked forward (rows of W ± εz formed and multiplied a
+    piece at a time); any other module that owns trainable parameters gets them swapped for
+    perturbed copies by hooks around its call.
+    """
 
     def __init__(self, model: nn.Module, source: ZSource) -> None:
         self.model = model
@@ -100,7 +164,8 @@ class PerturbedForward:
         covered = {id(p) for m in owners for _, p in _own_trainable(m)}
         if covered != {id(p) for p in source.params}:
             raise ValueError("every trainable parameter must be registered on a module")
-        self._owners = owners
+        self._linears = [m for m in owners if _blockable(m)]
+        self._hooked = [m for m in owners if not _blockable(m)]
         self._handles: list[Any] = []
 
     @contextmanager
@@ -109,29 +174,72 @@ class PerturbedForward:
         self.seed, self.scale = seed, scale
         self._handles = [
             h
-            for m in self._owners
+            for m in self._hooked
             for h in (
                 m.register_forward_pre_hook(self._swap_in),
                 m.register_forward_hook(self._swap_out),
             )
         ]
+        for m in self._linears:
+            m.forward = self._blocked_forward(m)  # type: ignore[method-assign]
         try:
             with torch.no_grad():
                 yield self.model
         finally:
+            for m in self._linears:
+                del m.forward
             for h in self._handles:
                 h.remove()
             self._handles = []
             self._restore_all()
 
+    def _blocked_forward(self, module: nn.Linear) -> Any:
+        def forward(x: torch.Tensor) -> torch.Tensor:
+            return self._linear(module, x)
+
+        return forward
+
+    def _linear(self, module: nn.Linear, x: torch.Tensor) -> torch.Tensor:
+        weight, bias = module.weight, module.bias
+        out_features, in_features = weight.shape
+        rows_in = x.reshape(-1, in_features).t()
+        if bias is not None and bias.requires_grad:
+            z_bias = self.source.draw(self.seed, self.source.index(bias))
+            bias = torch.add(bias, z_bias, alpha=self.scale, out=z_bias)
+        if self.source.whole(self.source.index(weight)):
+            z = self.source.draw(self.seed, self.source.index(weight))
+            return F.linear(x, torch.add(weight, z, alpha=self.scale, out=z), bias)
+        flat = weight.reshape(-1)
+        out_t = torch.empty(out_features, rows_in.shape[1], dtype=x.dtype, device=x.device)
+        block: torch.Tensor | None = None
+        for offset, z in self.source.pieces(self.seed, self.source.index(weight), in_features):
+            count = z.numel()
+            if block is None:
+                block = torch.empty_like(z)
+            rows = torch.add(flat[offset : offset + count], z, alpha=self.scale, out=block[:count])
+            first = offset // in_features
+            out = out_t[first : first + count // in_features]
+            if bias is None:
+                torch.mm(rows.view(-1, in_features), rows_in, out=out)
+            else:
+                part = bias[first : first + out.shape[0]].unsqueeze(1)
+                torch.addmm(part, rows.view(-1, in_features), rows_in, out=out)
+        return out_t.t().reshape(*x.shape[:-1], out_features)
+
     def _swap_in(self, module: nn.Module, args: Any) -> None:
         saved = {}
         for name, p in _own_trainable(module):
-            z = self.source.draw(self.seed, self.source.index(p))
             saved[name] = p
-            perturbed = torch.add(p, z, alpha=self.scale, out=z)
-            module._parameters[name] = perturbed  # type: ignore[assignment]
+            module._parameters[name] = self._perturbed(p)  # type: ignore[assignment]
         self._saved[id(module)] = {"module": module, "params": saved}
+
+    def _perturbed(self, p: torch.Tensor) -> torch.Tensor:
+        out = torch.empty_like(p, memory_format=torch.contiguous_format)
+        flat, source = out.view(-1), p.reshape(-1)
+        for offset, z in self.source.pieces(self.seed, self.source.index(p)):
+            end = offset + z.numel()
+            torch.add(source[offset:end], z, alpha=self.scale, out=flat[offset:end])
+        return out
 
     def _swap_out(self, module: nn.Module, args: Any, output: Any) -> None:
         entry = self._saved.pop(id(module), None)
@@ -148,6 +256,16 @@ def _own_trainable(module: nn.Module) -> list[tuple[str, nn.Parameter]]:
     return [(n, p) for n, p in module._parameters.items() if p is not None and p.requires_grad]
 
 
+def _blockable(module: nn.Module) -> bool:
+    """A plain linear layer whose weight is trained: its forward can be formed in row blocks."""
+    return (
+        type(module) is nn.Linear
+        and module.weight.requires_grad
+        and not module._forward_hooks
+        and not module._forward_pre_hooks
+    )
+
+
 @torch.no_grad()
 def apply_update(
     source: ZSource,
@@ -157,7 +275,7 @@ def apply_update(
 ) -> None:
     """W ← W - lr·(Σ_k c_k z(seed_k) + wd·W) for matrices; biases without decay.
 
-    ``directions`` lists (seed, coefficient); each z is regenerated layer by layer, so no
+    ``directions`` lists (seed, coefficient); each z is regenerated a piece at a time, so no
     whole-model tensor is ever formed. Element-wise and in a fixed order: bit-reproducible.
     """
     for index, p in enumerate(source.params):
@@ -165,4 +283,4 @@ def apply_update(
             p.mul_(1.0 - lr * weight_decay)
         for seed, coefficient in directions:
             if coefficient != 0.0:
-                p.add_(source.draw(seed, index), alpha=-lr * coefficient)
+                source.add_to(p.data, seed, index, alpha=-lr * coefficient)
