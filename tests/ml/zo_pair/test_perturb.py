@@ -208,3 +208,18 @@ def test_linear_layers_run_blocked_and_match_the_materialised_weights() -> None:
     assert out.shape == (3, 5, 4)
     assert torch.allclose(out, reference, rtol=0, atol=1e-5)
     assert source.generations == 1.0 + 1.0  # the reference drew z once more
+
+
+def test_z_comes_whole_where_pieces_would_change_it() -> None:
+    cpu = nn.Parameter(torch.zeros(1000))
+    meta = nn.Parameter(torch.zeros(1000, device="meta"))
+    assert not ZSource([cpu], "rademacher", piece=64).whole(0)
+    assert ZSource([cpu], "gaussian", piece=64).whole(0)
+    # a CUDA generator's stream depends on how it is asked: one piece off the CPU
+    assert ZSource([meta], "rademacher", piece=64).whole(0)
+
+
+def test_an_empty_parameter_draws_an_empty_z() -> None:
+    source = ZSource([nn.Parameter(torch.zeros(0, 3))], "rademacher")
+    assert source.draw(1, 0).shape == (0, 3)
+    assert list(source.pieces(1, 0)) == []

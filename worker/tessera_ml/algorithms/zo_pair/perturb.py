@@ -12,9 +12,9 @@ z is either ``gaussian`` (standard normal, as in MeZO) or ``rademacher`` (indepe
 classic SPSA direction; E[z zᵀ] = I as for the Gaussian). On CPU a Gaussian costs one 32-bit draw
 of the Mersenne twister and a Box-Muller transform per weight; a Rademacher sign costs one bit, so
 32 signs come from one draw and are expanded eight at a time through a 256-row table. Rademacher
-z comes in pieces of whole 32-sign words, which continue one generator stream, so the pieces put
-together are exactly the whole z; Gaussian z comes whole (torch's normal sampler does not give
-the same numbers when asked in pieces).
+z on CPU comes in pieces of whole 32-sign words, which continue one generator stream, so the
+pieces put together are exactly the whole z; Gaussian z, and any z on a GPU, comes whole (torch's
+normal sampler and CUDA generators do not give the same numbers when asked in pieces).
 """
 
 from __future__ import annotations
@@ -72,7 +72,7 @@ class ZSource:
         """The whole z of one parameter, in a tensor of its own."""
         p = self.params[index]
         pieces = self.pieces(seed, index)
-        offset, first = next(pieces)
+        offset, first = next(pieces, (0, p.detach().new_empty(0)))
         if first.numel() == p.numel():
             return first.view(p.shape)  # one piece: its buffer is this draw's alone
         z = torch.empty(p.numel(), dtype=p.dtype, device=p.device)
@@ -83,7 +83,13 @@ class ZSource:
 
     def whole(self, index: int) -> bool:
         """Whether parameter ``index``'s z comes in a single piece."""
-        return self.distribution == "gaussian" or self.params[index].numel() <= self.piece
+        p = self.params[index]
+        return not self._piecewise(p) or p.numel() <= self.piece
+
+    def _piecewise(self, p: torch.Tensor) -> bool:
+        """Rademacher z on CPU, whose generator gives the same stream asked whole or in pieces
+        (a CUDA generator advances by an amount that depends on each request's size)."""
+        return self.distribution == "rademacher" and p.device.type == "cpu"
 
     def pieces(self, seed: int, index: int, row: int = 1) -> Iterator[tuple[int, torch.Tensor]]:
         """z of parameter ``index`` in order, as (offset into the flattened parameter, piece).
@@ -102,7 +108,9 @@ class ZSource:
             yield 0, torch.randn(n, generator=gen, device=p.device, dtype=p.dtype)
             return
         rows = max(self.piece // (row * _WORD), 1) * _WORD
-        size = min(rows * row, n)
+        size = min(rows * row, n) if self._piecewise(p) else n
+        if size == 0:
+            return
         words = torch.empty((size + _WORD - 1) // _WORD, dtype=torch.int64, device=p.device)
         signs = torch.empty(words.numel() * _WORD, dtype=p.dtype, device=p.device)
         for offset in range(0, n, size):
@@ -164,7 +172,7 @@ class PerturbedForward:
         covered = {id(p) for m in owners for _, p in _own_trainable(m)}
         if covered != {id(p) for p in source.params}:
             raise ValueError("every trainable parameter must be registered on a module")
-        self._linears = [m for m in owners if _blockable(m)]
+        self._linears = [m for m in owners if isinstance(m, nn.Linear) and _blockable(m)]
         self._hooked = [m for m in owners if not _blockable(m)]
         self._handles: list[Any] = []
 
@@ -200,7 +208,8 @@ class PerturbedForward:
         return forward
 
     def _linear(self, module: nn.Linear, x: torch.Tensor) -> torch.Tensor:
-        weight, bias = module.weight, module.bias
+        weight: torch.Tensor = module.weight
+        bias: torch.Tensor | None = module.bias
         out_features, in_features = weight.shape
         rows_in = x.reshape(-1, in_features).t()
         if bias is not None and bias.requires_grad:
