@@ -496,7 +496,8 @@ def test_output_layer_keeping_its_input(mode: str) -> None:
 
     out = on_both(fn, x, ring=f).double()
     xa = f.decode(x)
-    expected = xa @ weights + bias
+    # the weights as encoded in the backward ring: what the protocol multiplies
+    expected = xa @ b.decode(b.encode(weights)) + b.decode(b.encode(bias))
     assert ((out[:120] / f.scale - expected.flatten()).abs() <= 4 * 2.0**-f.frac).all()
     assert torch.equal(out[120:] / b.scale, xa.flatten())
 

@@ -90,16 +90,27 @@ class Select(MaterialKind):
 
 def _chunk_tables(r_low: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Per chunk j of r, bit v of table j is [chunk > v] (``less``) or [chunk == v]
-    (``equal``); table j starts at bit j * 2^CHUNK_BITS of the packed words."""
+    (``equal``); table j starts at bit j * 2^CHUNK_BITS of the packed words.
+
+    For a chunk value c the ``equal`` table is the single bit 1 << c and the ``less`` table the
+    c bits below it, (1 << c) - 1: both are formed as integers and shifted into place, and the
+    tables sharing a word are disjoint, so adding them packs them.
+    """
     chunks, size = compare_chunks(bits), 1 << CHUNK_BITS
+    per_word = 64 // size
+    words = table_words(bits)
     shifts = torch.arange(chunks, dtype=torch.int64) * CHUNK_BITS
-    values = ((r_low.unsqueeze(-1) >> shifts) & (size - 1)).unsqueeze(-1)
-    entries = torch.arange(size, dtype=torch.int64)
+    values = (r_low.unsqueeze(-1) >> shifts) & (size - 1)
+    equal = torch.ones_like(values) << values
+    less = equal - 1
+    place = (torch.arange(chunks, dtype=torch.int64) % per_word) * size
+    pad = words * per_word - chunks
 
-    def packed(table: torch.Tensor) -> torch.Tensor:
-        return comparison.pack(table.flatten(-2).to(torch.int64))
+    def packed(tables: torch.Tensor) -> torch.Tensor:
+        placed = torch.nn.functional.pad(tables << place, (0, pad))
+        return placed.view(*tables.shape[:-1], words, per_word).sum(-1)
 
-    return packed(values > entries), packed(values == entries)
+    return packed(less), packed(equal)
 
 
 BIT_MATERIALS = (Compare(), Select())

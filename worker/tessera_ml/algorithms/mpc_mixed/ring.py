@@ -55,12 +55,10 @@ class Ring:
         return value - (1 << self.bits) if value >= 1 << (self.bits - 1) else value
 
     def random(self, shape: tuple[int, ...], generator: torch.Generator) -> torch.Tensor:
-        """Uniform ring elements."""
-        low, high = -(2 ** (self.bits - 1)), 2 ** (self.bits - 1) - 1
-        drawn = torch.randint(low, high, shape, dtype=torch.int64, generator=generator)
-        # randint's upper bound is exclusive; flip one bit at random to cover the last value too
-        flip = torch.randint(0, 2, shape, dtype=torch.int64, generator=generator)
-        return (drawn ^ flip).to(self.dtype)
+        """Uniform ring elements: every value of the ring's dtype, one draw each."""
+        out = torch.empty(shape, dtype=self.dtype)
+        # no upper bound: up to the dtype's largest value, inclusive
+        return out.random_(-(2 ** (self.bits - 1)), None, generator=generator)
 
     def msb(self, x: torch.Tensor) -> torch.Tensor:
         """Top bit of each element as 0/1 in the ring's dtype."""

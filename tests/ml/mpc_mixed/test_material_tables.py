@@ -1,0 +1,37 @@
+"""The dealer's comparison tables, formed arithmetically, against their definition bit by bit."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tessera_ml.algorithms.mpc_mixed import comparison
+from tessera_ml.algorithms.mpc_mixed.comparison import CHUNK_BITS, compare_chunks, table_words
+from tessera_ml.algorithms.mpc_mixed.material_bits import _chunk_tables
+
+
+def _by_definition(r_low: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Bit j * 2^CHUNK_BITS + v of the packed words is [chunk_j > v] or [chunk_j == v]."""
+    chunks, size = compare_chunks(bits), 1 << CHUNK_BITS
+    less = torch.zeros(*r_low.shape, chunks * size, dtype=torch.int64)
+    equal = torch.zeros_like(less)
+    for j in range(chunks):
+        chunk = (r_low >> (j * CHUNK_BITS)) & (size - 1)
+        for v in range(size):
+            less[..., j * size + v] = (chunk > v).to(torch.int64)
+            equal[..., j * size + v] = (chunk == v).to(torch.int64)
+    return comparison.pack(less), comparison.pack(equal)
+
+
+@pytest.mark.parametrize("bits", [32, 64])
+@pytest.mark.parametrize("shape", [(1,), (7, 5), (3, 2, 4)])
+def test_chunk_tables_match_their_definition(bits: int, shape: tuple[int, ...]) -> None:
+    gen = torch.Generator().manual_seed(bits)
+    r = torch.randint(-(2**62), 2**62, shape, dtype=torch.int64, generator=gen) * 2
+    r.view(-1)[0] = -1  # every chunk 15 where the bits reach: the top table bit is the sign bit
+    r_low = r & ((1 << (bits - 1)) - 1)
+    less, equal = _chunk_tables(r_low, bits)
+    want_less, want_equal = _by_definition(r_low, bits)
+    assert less.shape == (*shape, table_words(bits)) and less.dtype == torch.int64
+    assert torch.equal(less, want_less)
+    assert torch.equal(equal, want_equal)
