@@ -1,13 +1,22 @@
 """Material: the dealer's split into shares, and party 0's seeded replay of recorded phases."""
 
+import numpy as np
 import pytest
 import torch
 
 from tessera_ml.algorithms.mpc_mixed import material
-from tessera_ml.algorithms.mpc_mixed.dealer import SeededProvider
+from tessera_ml.algorithms.mpc_mixed.dealer import (
+    FetchingProvider,
+    SeededProvider,
+    bundle_generator,
+    receive_seed,
+    serve,
+)
 from tessera_ml.algorithms.mpc_mixed.material import draw_share0, layout, secrets, split
 from tessera_ml.algorithms.mpc_mixed.material_beaver import Square
 from tessera_ml.algorithms.mpc_mixed.request import END, MAX_FACTORS, Kind, Request
+from tessera_ml.comm.base import Communicator
+from tessera_ml.worlds import run_world
 
 REQUESTS = [
     Request(Kind.MUL, 32, (3, 4), (4,)),
@@ -61,19 +70,62 @@ def test_a_product_item_holds_the_product_of_every_subset_of_its_masks() -> None
         assert torch.equal(subsets[subset - 1], expected)
 
 
-def test_replayed_phases_draw_the_same_shares_as_on_demand() -> None:
-    phased, direct = SeededProvider(5), SeededProvider(5)
-    seen: list[torch.Tensor] = []
-    for _ in range(3):  # record once, then prepare ahead twice
-        phased.begin(1)
-        seen += [t for r in REQUESTS for t in phased.get(r)]
-        phased.end()
-    expected = [t for _ in range(3) for r in REQUESTS for t in direct.get(r)]
-    assert all(torch.equal(a, b) for a, b in zip(seen, expected, strict=True))
+def test_replayed_phases_draw_the_same_shares_as_recorded_ones() -> None:
+    """Each run of a phase draws from its own (seed, phase, run) generator, recorded or replayed,
+    whatever phases ran in between."""
+    phased = SeededProvider(5)
+    seen: dict[tuple[int, int], list[torch.Tensor]] = {}
+    for run in range(3):  # record once, then prepare ahead twice, with another phase between
+        for key in (1, 2):
+            phased.begin(key)
+            seen[key, run] = [t for r in REQUESTS for t in phased.get(r)]
+            phased.end()
+    for (key, run), shares in seen.items():
+        prg = bundle_generator(5, key, run)
+        expected = [t for r in REQUESTS for t in draw_share0(r, prg)]
+        assert all(torch.equal(a, b) for a, b in zip(shares, expected, strict=True))
+    assert not torch.equal(seen[1, 1][0], seen[1, 2][0])
     phased.begin(1)
     phased.get(REQUESTS[0])
     with pytest.raises(RuntimeError, match="deviates"):
         phased.get(REQUESTS[0])
+
+
+PHASES = (1, 1, 2, 1, 2, 1)
+
+
+def test_the_dealer_serves_a_phase_made_before_it_was_asked_for() -> None:
+    """A real three-process world (dealer, party 0, party 1): the dealer hands party 1 bundles it
+    made while the previous run of their phase was in use, with another phase between, and
+    every item recombines with party 0's shares into correlated material."""
+    served, shares0, shares1 = run_world(_dealer_world, 3)
+    assert served == {"items": len(REQUESTS) * len(PHASES)}
+    for run0, run1 in zip(shares0, shares1, strict=True):
+        for req, s0, s1 in zip(REQUESTS, run0, run1, strict=True):
+            slots = layout(req)
+            pairs = zip(slots, s0, s1, strict=True)
+            values = [torch.from_numpy(a ^ b if o.binary else a + b) for o, a, b in pairs]
+            if req.kind is Kind.MATMUL:
+                assert torch.equal(values[2], values[0] @ values[1])
+            if req.kind is Kind.TRUNC:
+                assert torch.equal(values[1], (values[0] >> 8) & ((1 << 56) - 1))
+    assert not np.array_equal(shares1[1][1][0], shares1[3][1][0])  # fresh material every run
+
+
+def _dealer_world(comm: Communicator) -> object:
+    if comm.rank == 0:
+        return serve(comm, 1, 2)
+    provider = (
+        SeededProvider(receive_seed(comm, 0)) if comm.rank == 1 else FetchingProvider(comm, 0)
+    )
+    runs: list[list[list[np.ndarray]]] = []  # by value: tensors would travel as shared memory
+    for key in PHASES:
+        provider.begin(key)
+        runs.append([[t.numpy() for t in provider.get(r)] for r in REQUESTS])
+        provider.end()
+    if comm.rank == 2:
+        provider.close()
+    return runs
 
 
 def test_the_wire_form_round_trips_every_field() -> None:

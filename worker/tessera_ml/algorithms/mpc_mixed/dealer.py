@@ -7,15 +7,22 @@ so only party 1's shares cross the network (dealer -> party 1: the offline traff
 Training repeats the same sequence of requests every step. A remote provider therefore records
 the sequence of a phase (``begin(key)``) the first time, fetching item by item, and afterwards
 receives the whole phase's material in one bundle before the phase starts (the offline phase),
-so online rounds never wait for the dealer.
+so online rounds never wait for the dealer. The dealer makes a phase's next bundle as soon as it
+has sent the current one, while the parties compute online, so the next ``begin`` finds it ready.
+
+Party 0's shares of the n-th run of phase ``key`` come from a generator seeded with a hash of
+(seed, key, n) (``bundle_generator``): the dealer can make a bundle before it is asked for,
+whatever other phases come between, and both sides still draw the same shares.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import struct
 import threading
 from abc import ABC, abstractmethod
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -42,6 +49,12 @@ class OfflineStats:
     bytes_received: int = 0
     bytes_sent: int = 0
     messages: int = 0
+
+
+def bundle_generator(seed: int, key: int, run: int) -> torch.Generator:
+    """Party 0's generator for the ``run``-th time phase ``key`` is served (counted from 0)."""
+    digest = hashlib.blake2b(struct.pack("<qqq", seed, key, run), digest_size=8).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 1)
 
 
 class Provider(ABC):
@@ -172,7 +185,14 @@ class SeededProvider(RecordingProvider):
 
     def __init__(self, seed: int) -> None:
         super().__init__()
-        self._prg = torch.Generator().manual_seed(seed)
+        self._seed = seed
+        self._runs: Counter[int] = Counter()
+        self._prg = bundle_generator(seed, 0, -1)
+
+    def begin(self, key: int) -> None:
+        self._prg = bundle_generator(self._seed, key, self._runs[key])
+        self._runs[key] += 1
+        super().begin(key)
 
     def _fetch(self, req: Request) -> list[torch.Tensor]:
         return draw_share0(req, self._prg)
@@ -263,14 +283,19 @@ def serve(
     """The dealer rank's loop: seed party 0, then serve party 1 until it says stop."""
     seed0 = int.from_bytes(os.urandom(7), "little")
     fresh = torch.Generator().manual_seed(int.from_bytes(os.urandom(7), "little"))
-    prg0 = torch.Generator().manual_seed(seed0)
     comm.send(torch.tensor([seed0], dtype=torch.int64), party0)
     schedules: dict[int, list[Request]] = {}
+    runs: Counter[int] = Counter()
+    ahead: dict[int, tuple[int, torch.Tensor]] = {}  # phase -> (run, its bundle), made early
     items = 0
 
-    def make(req: Request) -> list[torch.Tensor]:
+    def make(req: Request, prg: torch.Generator) -> list[torch.Tensor]:
         values = secrets(req, fresh)
-        return split(req, values, draw_share0(req, prg0))
+        return split(req, values, draw_share0(req, prg))
+
+    def bundle(key: int, run: int) -> torch.Tensor:
+        prg = bundle_generator(seed0, key, run)
+        return _join_bundle([make(r, prg) for r in schedules[key]])
 
     while True:
         cmd = torch.empty(2, dtype=torch.int64)
@@ -279,6 +304,8 @@ def serve(
         if op == Command.STOP:
             return {"items": items}
         if op == Command.RECORD:
+            prg = bundle_generator(seed0, key, runs[key])
+            runs[key] += 1
             recorded: list[Request] = []
             while True:
                 wire = torch.empty(WIRE_WORDS, dtype=torch.int64)
@@ -287,16 +314,22 @@ def serve(
                 if req is None:
                     break
                 recorded.append(req)
-                comm.send(_join_bundle([make(req)]), party1)
+                comm.send(_join_bundle([make(req, prg)]), party1)
                 items += 1
             schedules[key] = recorded
         elif op == Command.CHECKPOINT:
             if on_checkpoint is not None:
                 on_checkpoint(key)
         elif op == Command.BUNDLE:
-            schedule = schedules[key]
-            comm.send(_join_bundle([make(r) for r in schedule]), party1)
-            items += len(schedule)
+            run = runs[key]
+            runs[key] += 1
+            early = ahead.pop(key, None)
+            comm.send(
+                early[1] if early is not None and early[0] == run else bundle(key, run), party1
+            )
+            items += len(schedules[key])
+            # the next run of this phase, made while the parties compute this one
+            ahead[key] = (run + 1, bundle(key, run + 1))
         else:
             raise RuntimeError(f"dealer got unknown command {op}")
 
