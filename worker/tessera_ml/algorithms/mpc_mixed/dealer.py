@@ -17,6 +17,7 @@ whatever other phases come between, and both sides still draw the same shares.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import struct
@@ -24,6 +25,7 @@ import threading
 from abc import ABC, abstractmethod
 from collections import Counter, deque
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import IntEnum
 
@@ -288,6 +290,10 @@ def serve(
     runs: Counter[int] = Counter()
     ahead: dict[int, tuple[int, torch.Tensor]] = {}  # phase -> (run, its bundle), made early
     items = 0
+    # one thread makes bundles ahead, at a lower priority: where the dealer shares a host with
+    # the compute parties, their online phase comes first
+    early_maker = ThreadPoolExecutor(1, "dealer-ahead", initializer=_lower_priority)
+    making: Future[None] | None = None
 
     def make(req: Request, prg: torch.Generator) -> list[torch.Tensor]:
         values = secrets(req, fresh)
@@ -297,41 +303,56 @@ def serve(
         prg = bundle_generator(seed0, key, run)
         return _join_bundle([make(r, prg) for r in schedules[key]])
 
-    while True:
-        cmd = torch.empty(2, dtype=torch.int64)
-        comm.recv(cmd, party1)
-        op, key = int(cmd[0]), int(cmd[1])
-        if op == Command.STOP:
-            return {"items": items}
-        if op == Command.RECORD:
-            prg = bundle_generator(seed0, key, runs[key])
-            runs[key] += 1
-            recorded: list[Request] = []
-            while True:
-                wire = torch.empty(WIRE_WORDS, dtype=torch.int64)
-                comm.recv(wire, party1)
-                req = Request.decode(wire)
-                if req is None:
-                    break
-                recorded.append(req)
-                comm.send(_join_bundle([make(req, prg)]), party1)
-                items += 1
-            schedules[key] = recorded
-        elif op == Command.CHECKPOINT:
-            if on_checkpoint is not None:
-                on_checkpoint(key)
-        elif op == Command.BUNDLE:
-            run = runs[key]
-            runs[key] += 1
-            early = ahead.pop(key, None)
-            comm.send(
-                early[1] if early is not None and early[0] == run else bundle(key, run), party1
-            )
-            items += len(schedules[key])
-            # the next run of this phase, made while the parties compute this one
-            ahead[key] = (run + 1, bundle(key, run + 1))
-        else:
-            raise RuntimeError(f"dealer got unknown command {op}")
+    def make_ahead(key: int, run: int) -> None:
+        ahead[key] = (run, bundle(key, run))
+
+    try:
+        while True:
+            cmd = torch.empty(2, dtype=torch.int64)
+            comm.recv(cmd, party1)
+            op, key = int(cmd[0]), int(cmd[1])
+            if making is not None:  # the generators are the main loop's again
+                making.result()
+                making = None
+            if op == Command.STOP:
+                return {"items": items}
+            if op == Command.RECORD:
+                prg = bundle_generator(seed0, key, runs[key])
+                runs[key] += 1
+                recorded: list[Request] = []
+                while True:
+                    wire = torch.empty(WIRE_WORDS, dtype=torch.int64)
+                    comm.recv(wire, party1)
+                    req = Request.decode(wire)
+                    if req is None:
+                        break
+                    recorded.append(req)
+                    comm.send(_join_bundle([make(req, prg)]), party1)
+                    items += 1
+                schedules[key] = recorded
+            elif op == Command.CHECKPOINT:
+                if on_checkpoint is not None:
+                    on_checkpoint(key)
+            elif op == Command.BUNDLE:
+                run = runs[key]
+                runs[key] += 1
+                early = ahead.pop(key, None)
+                comm.send(
+                    early[1] if early is not None and early[0] == run else bundle(key, run), party1
+                )
+                items += len(schedules[key])
+                # the next run of this phase, made while the parties compute this one
+                making = early_maker.submit(make_ahead, key, run + 1)
+            else:
+                raise RuntimeError(f"dealer got unknown command {op}")
+    finally:
+        early_maker.shutdown()
+
+
+def _lower_priority() -> None:
+    """Lower the calling thread's scheduling priority (Linux threads have their own)."""
+    with contextlib.suppress(AttributeError, OSError):  # elsewhere it keeps the process's
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
 
 
 def receive_seed(comm: Communicator, dealer: int) -> int:
