@@ -192,7 +192,8 @@ async function pickRunnableParties(runnable) {
   for (const row of rows) {
     if (runnable.includes(row.party)) continue;
     const others = rows.filter((r) => r !== row && (r.role === row.role || EXCLUDES[row.role]?.includes(r.role)));
-    const party = runnable.find((p) => !others.some((r) => r.party === p));
+    // a party of its own where one is free, as a user would give each role
+    const party = runnable.find((p) => !rows.some((r) => r !== row && r.party === p)) ?? runnable.find((p) => !others.some((r) => r.party === p));
     if (!party) throw new Error(`no party with a worker for ${row.role}`);
     await row.select.selectOption(party);
     row.party = party;

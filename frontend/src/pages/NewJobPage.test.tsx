@@ -72,6 +72,26 @@ describe("NewJobPage", () => {
     ]);
   });
 
+  it("fills the roles with parties when the party list arrives after the algorithm was picked", async () => {
+    let release: () => void = () => undefined;
+    const arrived = new Promise<void>((resolve) => (release = resolve));
+    stubApi({
+      "GET /api/v1/algorithms": () => [paramServer, zoPair],
+      "GET /api/v1/party-directory": async () => {
+        await arrived;
+        return directory;
+      },
+      "GET /api/v1/workers": () => ({ data: [], count: 0 }),
+    });
+    renderPage();
+    fireEvent.click(await screen.findByRole("button", { name: "Use param_server" }));
+    next("Next: roles");
+    expect((screen.getByRole("combobox", { name: "server party 1" }) as HTMLSelectElement).value).toBe("");
+    release();
+    await waitFor(() => expect((screen.getByRole("combobox", { name: "server party 1" }) as HTMLSelectElement).value).toBe("alice"));
+    expect((screen.getByRole("combobox", { name: "worker party 1" }) as HTMLSelectElement).value).toBe("bob");
+  });
+
   it("offers every party to a party, not only itself", async () => {
     api();
     renderPage();

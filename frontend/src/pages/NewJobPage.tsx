@@ -83,6 +83,12 @@ export function NewJobPage() {
     setStep(1);
   };
 
+  // the parties, when they arrive after an algorithm was picked, fill rows that have none yet
+  useEffect(() => {
+    if (!algorithm || partyList.length === 0) return;
+    setAssignments((rows) => (rows.length > 0 && rows.every((r) => !r.party) ? initialAssignments(algorithm, partyList, workers.data?.data ?? []) : rows));
+  }, [parties.data]);
+
   // "Run again with changes": the form filled from the job, once both it and the algorithms load
   const cloned = useRef<string | null>(null);
   useEffect(() => {
