@@ -123,8 +123,7 @@ def _dealer_world(comm: Communicator) -> object:
         provider.begin(key)
         runs.append([[t.numpy() for t in provider.get(r)] for r in REQUESTS])
         provider.end()
-    if comm.rank == 2:
-        provider.close()
+    provider.close()
     return runs
 
 

@@ -288,7 +288,7 @@ def serve(
     comm.send(torch.tensor([seed0], dtype=torch.int64), party0)
     schedules: dict[int, list[Request]] = {}
     runs: Counter[int] = Counter()
-    ahead: dict[int, tuple[int, torch.Tensor]] = {}  # phase -> (run, its bundle), made early
+    ahead: dict[int, torch.Tensor] = {}  # phase -> the bundle of its next run, made early
     items = 0
     # one thread makes bundles ahead, at a lower priority: where the dealer shares a host with
     # the compute parties, their online phase comes first
@@ -304,7 +304,7 @@ def serve(
         return _join_bundle([make(r, prg) for r in schedules[key]])
 
     def make_ahead(key: int, run: int) -> None:
-        ahead[key] = (run, bundle(key, run))
+        ahead[key] = bundle(key, run)
 
     try:
         while True:
@@ -337,9 +337,7 @@ def serve(
                 run = runs[key]
                 runs[key] += 1
                 early = ahead.pop(key, None)
-                comm.send(
-                    early[1] if early is not None and early[0] == run else bundle(key, run), party1
-                )
+                comm.send(bundle(key, run) if early is None else early, party1)
                 items += len(schedules[key])
                 # the next run of this phase, made while the parties compute this one
                 making = early_maker.submit(make_ahead, key, run + 1)
