@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import literal_column, select, union_all
 from sqlalchemy.orm import Session
 
 from tessera_api.models import Approval, Attempt, Job, Party, RoleAssignment, Task, Worker
@@ -115,27 +115,34 @@ def attempt_public(attempt: Attempt) -> AttemptPublic:
 
 
 def job_summaries(session: Session, jobs: Sequence[Job]) -> list[JobSummary]:
-    """``job_summary`` of each of ``jobs``, with the parties of all of them read in two queries
-    of names rather than two loads of rows (assignments, approvals) per job."""
+    """``job_summary`` of each of ``jobs``, with the parties of all of them (assigned, and asked
+    for an approval they have not given) read in one query of names rather than two loads of
+    rows (assignments, approvals) per job."""
     ids = [job.id for job in jobs]
     if not ids:
         return []
     parties: dict[str, list[str]] = {job_id: [] for job_id in ids}
     waiting: dict[str, list[str]] = {job_id: [] for job_id in ids}
-    for job_id, name in session.execute(
-        select(RoleAssignment.job_id, Party.name)
+    assigned = (
+        select(
+            RoleAssignment.job_id,
+            Party.name,
+            literal_column("0").label("kind"),
+            RoleAssignment.position,
+        )
         .join(Party, RoleAssignment.party_id == Party.id)
         .where(RoleAssignment.job_id.in_(ids))
-        .order_by(RoleAssignment.job_id, RoleAssignment.position)
-    ):
-        parties[job_id].append(name)
-    for job_id, name in session.execute(
-        select(Approval.job_id, Party.name)
+    )
+    asked = (
+        select(Approval.job_id, Party.name, literal_column("1"), Approval.id)
         .join(Party, Approval.party_id == Party.id)
         .where(Approval.job_id.in_(ids), Approval.decision == Decision.pending.value)
-        .order_by(Approval.job_id, Approval.id)
+    )
+    both = union_all(assigned, asked).subquery()
+    for job_id, name, kind, _ in session.execute(
+        select(both).order_by(both.c.job_id, both.c.kind, both.c.position)
     ):
-        waiting[job_id].append(name)
+        (waiting if kind else parties)[job_id].append(name)
     return [
         JobSummary.model_validate(
             {

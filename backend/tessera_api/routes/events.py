@@ -57,8 +57,10 @@ async def stream_events(
     cursor = last_event_id if last_event_id is not None else (after or 0)
 
     def read(session: Session, caller: Caller) -> tuple[MetricView | None, str | None]:
-        job = jobs.get_job(session, job_id=job_id, caller=caller)
-        view = visibility.metric_view(session, job=job, attempt_id=None, caller=caller, specs=specs)
+        job, roles = jobs.get_job_and_roles(session, job_id=job_id, caller=caller)
+        view = visibility.metric_view(
+            session, job=job, attempt_id=None, caller=caller, specs=specs, roles=roles
+        )
         if not once:
             return view, None
         # all of it is at hand: read in the same trip, sent in one answer

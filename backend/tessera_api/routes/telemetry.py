@@ -64,13 +64,13 @@ async def query_metrics(
     # of other parties' ranks, only the metrics the caller's roles may see (services.visibility)
 
     def read(session: Session, caller: Caller) -> Response:
-        job = jobs.get_job(session, job_id=job_id, caller=caller)
+        job, roles = jobs.get_job_and_roles(session, job_id=job_id, caller=caller)
         chosen = jobs.attempt_number(session, job=job, number=attempt)
         if chosen is None:
             raise not_found("attempt", str(attempt))
         attempt_id, number = chosen
         view = visibility.metric_view(
-            session, job=job, attempt_id=attempt_id, caller=caller, specs=specs
+            session, job=job, attempt_id=attempt_id, caller=caller, specs=specs, roles=roles
         )
         data = series.query_series(
             session,

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import ValidationError
-from sqlalchemy import Select, delete, func, select
+from sqlalchemy import Select, and_, delete, func, select
 from sqlalchemy.orm import Session, defer, joinedload
 
 from tessera_api.errors import ApiError, conflict, field_errors, forbidden, invalid, not_found
@@ -167,17 +167,6 @@ def _assigned_parties(session: Session, *, job_in: JobCreate) -> dict[str, Party
     return found
 
 
-def can_see_job(session: Session, *, job_id: str, caller: Caller) -> bool:
-    if caller.party is None:
-        return True
-    held = session.scalar(
-        select(func.count())
-        .select_from(RoleAssignment)
-        .where(RoleAssignment.job_id == job_id, RoleAssignment.party_id == caller.party.id)
-    )
-    return bool(held)
-
-
 _WITH_TASKS = (joinedload(Job.attempts).joinedload(Attempt.tasks),)
 """A job's attempts and their tasks, read with the job: one query instead of one per attempt
 (the assignments and approvals are left to their own queries: joined too, the rows would be
@@ -193,14 +182,51 @@ def get_job(
     with_tasks: bool = False,
 ) -> Job:
     """The job if the caller may see it; 403 otherwise (404 with ``hidden_as_missing``)."""
-    job = session.get(Job, job_id, options=_WITH_TASKS if with_tasks else ())
-    if job is None:
+    job, _ = get_job_and_roles(
+        session,
+        job_id=job_id,
+        caller=caller,
+        hidden_as_missing=hidden_as_missing,
+        with_tasks=with_tasks,
+    )
+    return job
+
+
+def get_job_and_roles(
+    session: Session,
+    *,
+    job_id: str,
+    caller: Caller,
+    hidden_as_missing: bool = False,
+    with_tasks: bool = False,
+) -> tuple[Job, frozenset[str] | None]:
+    """``get_job`` and the roles a party caller holds in the job (None for the admin), read
+    in one query: the job's row comes once per role the caller holds (once if none)."""
+    options = _WITH_TASKS if with_tasks else ()
+    if caller.party is None:
+        job = session.get(Job, job_id, options=options)
+        if job is None:
+            raise not_found("job", job_id)
+        return job, None
+    held = and_(RoleAssignment.job_id == Job.id, RoleAssignment.party_id == caller.party.id)
+    rows = (
+        session.execute(
+            select(Job, RoleAssignment.role)
+            .outerjoin(RoleAssignment, held)
+            .where(Job.id == job_id)
+            .options(*options)
+        )
+        .unique()
+        .all()
+    )
+    if not rows:
         raise not_found("job", job_id)
-    if not can_see_job(session, job_id=job_id, caller=caller):
+    roles = frozenset(role for _, role in rows if role is not None)
+    if not roles:
         if hidden_as_missing:
             raise not_found("job", job_id)
         raise forbidden(f"{caller.name} holds no role in job {job_id}")
-    return job
+    return rows[0][0], roles
 
 
 def list_jobs(
@@ -242,9 +268,14 @@ def list_jobs(
         sort.lstrip("-")
     ]
     order = column.desc() if sort.startswith("-") else column.asc()
-    total = session.scalar(select(func.count()).select_from(query.subquery())) or 0
-    rows = session.scalars(query.order_by(order, Job.id).limit(limit).offset(offset)).all()
-    return list(rows), total
+    # the count of every match rides on the page's rows; only a page past the end asks again
+    page = query.add_columns(func.count().over()).order_by(order, Job.id)
+    rows = session.execute(page.limit(limit).offset(offset)).all()
+    if rows:
+        return [job for job, _ in rows], int(rows[0][1])
+    if offset == 0:
+        return [], 0
+    return [], session.scalar(select(func.count()).select_from(query.subquery())) or 0
 
 
 def _jobs_of_party(party_id: str) -> Select[str]:
