@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import literal_column, select, union_all
+from sqlalchemy import Select, literal_column, select, union_all
 from sqlalchemy.orm import Session
 
 from tessera_api.models import Approval, Attempt, Job, Party, RoleAssignment, Task, Worker
@@ -123,7 +123,7 @@ def job_summaries(session: Session, jobs: Sequence[Job]) -> list[JobSummary]:
         return []
     parties: dict[str, list[str]] = {job_id: [] for job_id in ids}
     waiting: dict[str, list[str]] = {job_id: [] for job_id in ids}
-    assigned = (
+    assigned: Select[Any] = (
         select(
             RoleAssignment.job_id,
             Party.name,
@@ -133,7 +133,7 @@ def job_summaries(session: Session, jobs: Sequence[Job]) -> list[JobSummary]:
         .join(Party, RoleAssignment.party_id == Party.id)
         .where(RoleAssignment.job_id.in_(ids))
     )
-    asked = (
+    asked: Select[Any] = (
         select(Approval.job_id, Party.name, literal_column("1"), Approval.id)
         .join(Party, Approval.party_id == Party.id)
         .where(Approval.job_id.in_(ids), Approval.decision == Decision.pending.value)
