@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from sqlalchemy import Select, literal_column, select, union_all
+from sqlalchemy import Integer, literal_column, select, union_all
 from sqlalchemy.orm import Session
 
 from tessera_api.models import Approval, Attempt, Job, Party, RoleAssignment, Task, Worker
@@ -123,18 +123,18 @@ def job_summaries(session: Session, jobs: Sequence[Job]) -> list[JobSummary]:
         return []
     parties: dict[str, list[str]] = {job_id: [] for job_id in ids}
     waiting: dict[str, list[str]] = {job_id: [] for job_id in ids}
-    assigned: Select[Any] = (
+    assigned = (
         select(
             RoleAssignment.job_id,
             Party.name,
-            literal_column("0").label("kind"),
+            literal_column("0", Integer).label("kind"),
             RoleAssignment.position,
         )
         .join(Party, RoleAssignment.party_id == Party.id)
         .where(RoleAssignment.job_id.in_(ids))
     )
-    asked: Select[Any] = (
-        select(Approval.job_id, Party.name, literal_column("1"), Approval.id)
+    asked = (
+        select(Approval.job_id, Party.name, literal_column("1", Integer), Approval.id)
         .join(Party, Approval.party_id == Party.id)
         .where(Approval.job_id.in_(ids), Approval.decision == Decision.pending.value)
     )
