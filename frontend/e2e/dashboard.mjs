@@ -252,6 +252,9 @@ await check("cancel a running job", async () => {
   await page.waitForURL(/\/jobs\/[0-9a-f-]+$/);
   await waitForStatus("running");
   const jobUrl = page.url();
+  // cancelled while training: a rank stopped while still starting up can reach the end of the
+  // stop's grace, and be killed, before it says that it stopped (its task ends cancelled alike)
+  await waitForLoss(jobUrl.split("/").pop());
   // the workers page shows the running job on the workers that host it
   await page.getByRole("link", { name: "Parties & workers" }).click();
   await page.getByRole("link", { name: "e2e-cancel" }).first().waitFor();
@@ -264,6 +267,17 @@ await check("cancel a running job", async () => {
   await logs.getByText("rank 0 stopped: the job was cancelled").waitFor({ timeout: 15000 });
   if (((await logs.locator(".logs").textContent()) ?? "").includes("Traceback")) throw new Error("a traceback in a cancel's logs");
 });
+
+/** Waits through the API until a job's ranks have reported a loss. */
+async function waitForLoss(id, timeout = TIMEOUT) {
+  const deadline = Date.now() + timeout;
+  for (;;) {
+    const { series } = await apiCall(ADMIN_TOKEN, "GET", `/jobs/${id}/metrics?names=loss`);
+    if (series.some((s) => s.points.length)) return;
+    if (Date.now() > deadline) throw new Error(`job ${id} reported no loss`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
 
 /** Waits through the API until a job reaches one of `statuses`; returns the job. */
 async function waitForJob(id, statuses, timeout = TIMEOUT) {
