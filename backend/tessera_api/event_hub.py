@@ -24,6 +24,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 CHANNEL = "tessera_events"
+CLOSE_CHECK_S = 0.2
+"""How often the listener, between notifications, looks whether the hub was closed (and so
+the longest a server's stop waits for it)."""
 CHANGED = "tessera.jobs_with_new_events"
 """The ``Session.info`` key under which ``record_event`` notes the jobs it wrote events of."""
 
@@ -160,7 +163,7 @@ class EventHub:
                     # anything stored while this was not listening: let every stream look
                     self._in_loop(self._wake_everyone)
                     while not self._closed.is_set():
-                        for note in conn.notifies(timeout=1.0):
+                        for note in conn.notifies(timeout=CLOSE_CHECK_S):
                             self.wake([note.payload])
             except psycopg.Error as exc:
                 log.warning("event listener lost its connection (%s); reconnecting", exc)
