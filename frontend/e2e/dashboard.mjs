@@ -269,23 +269,23 @@ await check("cancel a running job", async () => {
 });
 
 /** Waits through the API until a job's ranks have reported a loss. */
-async function waitForLoss(id, timeout = TIMEOUT) {
-  const deadline = Date.now() + timeout;
-  for (;;) {
-    const { series } = await apiCall(ADMIN_TOKEN, "GET", `/jobs/${id}/metrics?names=loss`);
-    if (series.some((s) => s.points.length)) return;
-    if (Date.now() > deadline) throw new Error(`job ${id} reported no loss`);
-    await new Promise((r) => setTimeout(r, 500));
-  }
+async function waitForLoss(id) {
+  await pollApi(`/jobs/${id}/metrics?names=loss`, ({ series }) => series.some((s) => s.points.length), () => `job ${id} reported no loss`);
 }
 
 /** Waits through the API until a job reaches one of `statuses`; returns the job. */
 async function waitForJob(id, statuses, timeout = TIMEOUT) {
+  return pollApi(`/jobs/${id}`, (job) => statuses.includes(job.status), (job) => `job ${id} is ${job.status}: ${job.status_reason}`, timeout);
+}
+
+/** Reads `path` as the admin every half second until `done(answer)`; returns that answer, or
+ * fails with `failure(answer)` once `timeout` ms have passed. */
+async function pollApi(path, done, failure, timeout = TIMEOUT) {
   const deadline = Date.now() + timeout;
   for (;;) {
-    const job = await apiCall(ADMIN_TOKEN, "GET", `/jobs/${id}`);
-    if (statuses.includes(job.status)) return job;
-    if (Date.now() > deadline) throw new Error(`job ${id} is ${job.status}: ${job.status_reason}`);
+    const answer = await apiCall(ADMIN_TOKEN, "GET", path);
+    if (done(answer)) return answer;
+    if (Date.now() > deadline) throw new Error(failure(answer));
     await new Promise((r) => setTimeout(r, 500));
   }
 }
