@@ -268,8 +268,15 @@ def list_jobs(
         sort.lstrip("-")
     ]
     order = column.desc() if sort.startswith("-") else column.asc()
-    # the count of every match rides on the page's rows; only a page past the end asks again
-    page = query.add_columns(func.count().over()).order_by(order, Job.id)
+    # the count of every match rides on the page's rows as an uncorrelated subquery, counted
+    # once from the indexes (a window count would first read every matching row in full);
+    # only a page past the end asks again
+    matches = (
+        query.with_only_columns(func.count(), maintain_column_froms=True)
+        .correlate(None)
+        .scalar_subquery()
+    )
+    page = query.add_columns(matches).order_by(order, Job.id)
     rows = session.execute(page.limit(limit).offset(offset)).all()
     if rows:
         return [job for job, _ in rows], int(rows[0][1])
