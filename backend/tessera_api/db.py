@@ -11,9 +11,15 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
+from tessera_api import sqlite_turns
+
 POOL_SIZE = 5
 POOL_OVERFLOW = 10
 """SQLAlchemy's own defaults, named: at most 15 connections per process."""
+
+SQLITE_BUSY_TIMEOUT_S = 30.0
+"""How long a write on SQLite waits for the one before it before failing with 'database is
+locked'."""
 
 REQUEST_SESSIONS = {"sqlite": 3, "postgresql": 5}
 """How many requests of a process hold a session at once, by database; the others wait their turn
@@ -32,14 +38,19 @@ response was being checked, for a thread: nothing moved until the pool gave up a
 
 
 def make_engine(url: str) -> Engine:
-    """An engine tuned for the backend: SQLite gets WAL, foreign keys and a busy timeout."""
+    """An engine tuned for the backend: SQLite gets WAL, foreign keys, a busy timeout and write
+    transactions that take turns in the process (``sqlite_turns``)."""
     if url.startswith("sqlite"):
         in_memory = make_url(url).database in (None, "", ":memory:")
         pool = {} if in_memory else {"pool_size": POOL_SIZE, "max_overflow": POOL_OVERFLOW}
-        engine = create_engine(
-            url, connect_args={"check_same_thread": False, "timeout": 30}, **pool
-        )
+        connect: dict[str, Any] = {
+            "check_same_thread": False,
+            "timeout": SQLITE_BUSY_TIMEOUT_S,
+            "factory": sqlite_turns.connection_class(SQLITE_BUSY_TIMEOUT_S),
+        }
+        engine = create_engine(url, connect_args=connect, **pool)
         event.listen(engine, "connect", _sqlite_pragmas)
+        sqlite_turns.take_turns(engine)
         return engine
     return create_engine(url, pool_pre_ping=True, pool_size=POOL_SIZE, max_overflow=POOL_OVERFLOW)
 
