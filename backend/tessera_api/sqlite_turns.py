@@ -72,7 +72,7 @@ def take_turns(engine: Engine) -> None:
         _conn: Any, cursor: Any, statement: str, _params: Any, _context: Any, _many: bool
     ) -> None:
         connection = cursor.connection
-        if getattr(connection, "holds_turn", True):
-            return
+        if getattr(connection, "holds_turn", True) or connection.isolation_level is None:
+            return  # holds it already, another engine's, or autocommit (no commit to give it back)
         if statement.lstrip()[:7].upper().startswith(_WRITES):
             connection.take_turn()

@@ -98,3 +98,12 @@ def test_every_end_of_a_transaction_gives_the_turn_back(tmp_path: Path, end: str
             conn.execute(text("INSERT INTO t VALUES ('later')"))
     expected = ["first"] if end == "commit" else []
     assert _writers(engine) == [*expected, "later", "later", "later"]
+
+
+def test_a_write_in_autocommit_mode_takes_no_turn(tmp_path: Path) -> None:
+    engine = _engine(tmp_path / "db.sqlite", turn_timeout_s=0.2)
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(text("INSERT INTO t VALUES ('autocommitted')"))  # committed at once
+        with engine.begin() as other:  # so nobody waits for a commit that never comes
+            other.execute(text("INSERT INTO t VALUES ('next')"))
+    assert _writers(engine) == ["autocommitted", "next"]
