@@ -282,7 +282,7 @@ def list_jobs(
         return [job for job, _ in rows], int(rows[0][1])
     if offset == 0:
         return [], 0
-    return [], session.scalar(select(func.count()).select_from(query.subquery())) or 0
+    return [], session.scalar(select(matches)) or 0
 
 
 def _held_by(party_id: str) -> Exists:
