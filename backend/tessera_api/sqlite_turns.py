@@ -30,8 +30,6 @@ def connection_class(timeout_s: float) -> type[sqlite3.Connection]:
         holds_turn = False
 
         def take_turn(self) -> None:
-            if self.holds_turn:
-                return
             if not turn.acquire(timeout=timeout_s):
                 # what SQLite itself says when its busy timeout runs out
                 raise sqlite3.OperationalError("database is locked")
