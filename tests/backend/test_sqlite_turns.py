@@ -15,12 +15,12 @@ from tessera_api import sqlite_turns
 from tessera_api.db import make_engine
 
 
-def _engine(path: Path, turn_timeout_s: float) -> Engine:
+def _engine(path: Path, turn_timeout_s: float, busy_timeout_s: float = 30) -> Engine:
     engine = create_engine(
         f"sqlite:///{path}",
         connect_args={
             "check_same_thread": False,
-            "timeout": 30,  # SQLite's own busy timeout: far longer than the turn's
+            "timeout": busy_timeout_s,  # SQLite's own
             "factory": sqlite_turns.connection_class(turn_timeout_s),
         },
     )
@@ -36,10 +36,17 @@ def _writers(engine: Engine) -> list[str]:
         return [row[0] for row in conn.execute(text("SELECT writer FROM t ORDER BY rowid"))]
 
 
-def test_a_writer_waits_for_the_one_before_it_and_goes_when_it_commits(tmp_path: Path) -> None:
+def test_the_backend_engine_takes_turns(tmp_path: Path) -> None:
     engine = make_engine(f"sqlite:///{tmp_path / 'db.sqlite'}")
-    with engine.begin() as conn:
-        conn.execute(text("CREATE TABLE t (writer TEXT)"))
+    with engine.connect() as conn:
+        assert isinstance(conn.connection.dbapi_connection, sqlite3.Connection)
+        assert hasattr(conn.connection.dbapi_connection, "take_turn")
+
+
+def test_a_writer_waits_for_the_one_before_it_and_goes_when_it_commits(tmp_path: Path) -> None:
+    # SQLite's own busy timeout is 0: a writer that met the lock would fail at once, so the
+    # second one succeeding shows it waited for its turn, not for SQLite
+    engine = _engine(tmp_path / "db.sqlite", turn_timeout_s=10, busy_timeout_s=0)
     done: dict[str, float] = {}
 
     def second() -> None:
