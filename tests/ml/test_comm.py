@@ -225,3 +225,35 @@ def test_nccl_world_keeps_tensors_on_each_rank_gpu() -> None:
         assert device == f"cuda:{rank}"
         assert total == 4 * n * (n + 1) / 2
         assert everyone == list(range(n))
+
+
+def _pair_gathers(comm: Communicator) -> dict[str, Any]:
+    r, other = comm.rank, 1 - comm.rank
+    # a point-to-point message between the same two ranks is in flight across the gathers
+    pending = comm.isend(torch.full((7,), float(r)), other)
+    floats = comm.all_gather(torch.tensor([0.5 + r, -0.0]))
+    ints = comm.all_gather(torch.arange(6, dtype=torch.int64).view(2, 3).t() * (r + 1))
+    data = comm.all_gather_data({"rank": r, "blob": b"y" * (3 * r)})
+    got = torch.empty(7)
+    comm.recv(got, other)
+    pending.wait()
+    return {
+        "floats": [g.tolist() for g in floats],
+        "signs": [bool(torch.signbit(g[1])) for g in floats],
+        "ints": [g.tolist() for g in ints],
+        "data": data,
+        "got": got.tolist(),
+        "gathered_bytes": comm.stats.snapshot()["group_sent"]["world"],
+    }
+
+
+def test_a_pair_gathers_exactly_beside_its_own_point_to_point_messages() -> None:
+    real = run_world(_pair_gathers, 2)
+    local = run_local(_pair_gathers, 2)
+    for r, out in enumerate(real):
+        assert out["floats"] == [[0.5, 0.0], [1.5, 0.0]]
+        assert out["signs"] == [True, True]
+        assert out["ints"] == [[[0, 3], [1, 4], [2, 5]], [[0, 6], [2, 8], [4, 10]]]
+        assert out["data"] == [{"rank": 0, "blob": b""}, {"rank": 1, "blob": b"yyy"}]
+        assert out["got"] == [float(1 - r)] * 7
+    assert [o["gathered_bytes"] for o in real] == [o["gathered_bytes"] for o in local]

@@ -33,6 +33,11 @@ def _every_operation(comm: Communicator) -> dict[str, Any]:
     out["broadcast"] = b.tolist()
     inside = comm.new_group([0, 1], "alice-only")
     across = comm.new_group([1, 2, 4], "across")
+    bob = comm.new_group([2, 3], "bob-only")
+    if rank in bob.ranks:
+        # a party's pair gathers by a direct exchange, on the ranks of the party's own group
+        mixed = torch.tensor([[rank, -rank], [7, 8]], dtype=torch.float64).t()
+        out["bob_gather"] = [g.tolist() for g in comm.all_gather(mixed, bob)]
     if rank in inside.ranks:
         x = torch.ones(2) * (rank + 1)
         comm.all_reduce(x, group=inside)
@@ -66,6 +71,14 @@ def test_a_world_of_three_parties_computes_and_counts_what_one_gloo_world_does()
     assert mesh == gloo
     assert mesh[0]["sum"] == [float(15 * i) for i in range(10)]
     assert mesh[2]["across"] == [10.0] * 5
+    assert (
+        mesh[2]["bob_gather"]
+        == mesh[3]["bob_gather"]
+        == [
+            [[2.0, 7.0], [-2.0, 8.0]],
+            [[3.0, 7.0], [-3.0, 8.0]],
+        ]
+    )
     assert mesh[0]["data"][4] == {"rank": 4, "tag": "r4", "blob": b"xxxx"}
 
 

