@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import Engine, event
@@ -40,23 +41,20 @@ def connection_class(timeout_s: float) -> type[sqlite3.Connection]:
                 self.holds_turn = False
                 turn.release()
 
-        def commit(self) -> None:
+        def _ending(self, end: Callable[[], None]) -> None:
             try:
-                super().commit()
+                end()
             finally:
                 self.give_turn_back()
+
+        def commit(self) -> None:
+            self._ending(super().commit)
 
         def rollback(self) -> None:
-            try:
-                super().rollback()
-            finally:
-                self.give_turn_back()
+            self._ending(super().rollback)
 
         def close(self) -> None:
-            try:
-                super().close()
-            finally:
-                self.give_turn_back()
+            self._ending(super().close)
 
     return TurnTakingConnection
 
