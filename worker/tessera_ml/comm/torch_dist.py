@@ -40,8 +40,10 @@ def all_gather_into(
 
     Two members on gloo exchange their tensors directly. Gloo runs a collective on its own
     threads, and for two members handing the work to them and back costs more than the
-    exchange itself: a small all-gather takes about 0.5 ms that way and 0.1 ms as one send and
-    one receive each (2-core host). The bytes moved are the same.
+    exchange itself. An 8-byte gather between two processes on a 2-core host: 177 µs through
+    gloo's all-gather against 105 µs as one send and one receive each (median, loopback);
+    658 to 906 µs against 397 to 488 µs over a 10 Mbit/s testbed link, where gloo's way also
+    sent 750 link bytes per rank and the direct one 405.
     """
     if len(members) == 2 and _direct(out, tensor, pg):
         index = members.index(me)
