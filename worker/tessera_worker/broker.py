@@ -49,4 +49,8 @@ def celery_settings(broker_url: str, home: Path) -> dict[str, Any]:
             "control_folder": str(folder / "control"),
             "store_processed": False,
         }
+        # no remote control (Tessera never uses it): its broadcast exchange is one file that
+        # every starting worker rewrites, unlocked, and workers started at once left it
+        # corrupt, after which no worker could start on this broker again
+        settings["worker_enable_remote_control"] = False
     return settings
