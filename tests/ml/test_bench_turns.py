@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from tessera_ml.algorithms.mpc_mixed.channel import LocalPeer
-from tessera_ml.algorithms.mpc_mixed.link import open_link
 from tessera_ml.bench.harness import BenchHarness
 from tessera_ml.comm.base import Communicator
+from tessera_ml.comm.pair_link import open_link
+from tessera_ml.comm.peer import LocalPeer
 from tessera_ml.harness import Harness
 from tessera_ml.worlds import run_world
 

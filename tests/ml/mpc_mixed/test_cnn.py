@@ -3,7 +3,6 @@
 import torch
 
 from tessera_ml.algorithms.mpc_mixed import data
-from tessera_ml.algorithms.mpc_mixed.channel import run_pair
 from tessera_ml.algorithms.mpc_mixed.local import engines, share_inputs
 from tessera_ml.algorithms.mpc_mixed.model import SharedMlp
 from tessera_ml.algorithms.mpc_mixed.model_cnn import (
@@ -16,6 +15,7 @@ from tessera_ml.algorithms.mpc_mixed.model_cnn import (
 )
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
+from tessera_ml.comm.peer import run_pair
 
 
 def test_patches_pooling_and_its_backward_on_a_known_image() -> None:

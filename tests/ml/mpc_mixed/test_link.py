@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 import torch
 
-from tessera_ml.algorithms.mpc_mixed.channel import CommPeer, DirectPeer
-from tessera_ml.algorithms.mpc_mixed.link import (
+from tessera_ml.comm.base import Communicator
+from tessera_ml.comm.pair_link import (
     TOKEN_BYTES,
     both_succeeded,
     dial,
@@ -18,7 +18,7 @@ from tessera_ml.algorithms.mpc_mixed.link import (
     open_link,
     receive_endpoint,
 )
-from tessera_ml.comm.base import Communicator
+from tessera_ml.comm.peer import CommPeer, DirectPeer
 from tessera_ml.worlds import run_world
 
 
@@ -86,7 +86,7 @@ def _out_of_step(comm: Communicator) -> str:
 def test_parties_out_of_step_are_told_so_instead_of_hanging() -> None:
     errors = run_world(_out_of_step, 2, timeout_s=60)
     # the party expecting fewer bytes sees the other's length; the other sees the link close
-    assert "compute parties are out of step" in errors
+    assert "the two ends of the link are out of step" in errors
     assert all(e != "no error" for e in errors)
 
 

@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 import torch
 
-from tessera_ml.algorithms.mpc_mixed import link
-from tessera_ml.algorithms.mpc_mixed.channel import CommPeer, DirectPeer
-from tessera_ml.algorithms.mpc_mixed.link import TOKEN_BYTES, link_encrypted, open_link
+from tessera_ml.comm import pair_link as link
 from tessera_ml.comm.mesh import MeshCommunicator
+from tessera_ml.comm.pair_link import TOKEN_BYTES, link_encrypted, open_link
+from tessera_ml.comm.peer import CommPeer, DirectPeer
 from tessera_ml.security.tls import peer_identity
 from tessera_ml.worlds import run_world
 

@@ -3,7 +3,6 @@ compute party, evaluates, checkpoints its shares, and reports each step's time a
 
 from __future__ import annotations
 
-import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -12,14 +11,12 @@ from typing import Any
 import torch
 
 from tessera_ml.algorithms.mpc_mixed import data
-from tessera_ml.algorithms.mpc_mixed.channel import DirectPeer, Peer
 from tessera_ml.algorithms.mpc_mixed.dealer import (
     FetchingProvider,
     Provider,
     SeededProvider,
     receive_seed,
 )
-from tessera_ml.algorithms.mpc_mixed.link import link_encrypted, open_link
 from tessera_ml.algorithms.mpc_mixed.messages import Message, Phase, reveal_model, send_to_holders
 from tessera_ml.algorithms.mpc_mixed.model import SharedMlp, forward, init_params, train_step
 from tessera_ml.algorithms.mpc_mixed.model_cnn import SIDE, cnn_forward, cnn_train_step, init_cnn
@@ -28,6 +25,8 @@ from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 from tessera_ml.algorithms.mpc_mixed.roles import Roles, job_config, precision_of
 from tessera_ml.algorithms.mpc_mixed.spec import MpcMixedConfig
+from tessera_ml.comm.pair_link import link_encrypted, open_link
+from tessera_ml.comm.peer import DirectPeer, Peer
 from tessera_ml.context import RankContext
 
 
@@ -81,9 +80,7 @@ def compute(ctx: RankContext, roles: Roles) -> dict[str, Any]:
     cfg = job_config(ctx)
     prec = precision_of(cfg)
     index = roles.compute.index(ctx.rank)
-    peer, fell_back = open_link(
-        ctx.comm, index, roles.compute[1 - index], cfg.link, os.environ.get("GLOO_SOCKET_IFNAME")
-    )
+    peer, fell_back = open_link(ctx.comm, index, roles.compute[1 - index], cfg.link)
     if fell_back is not None:
         ctx.reporter.log(
             f"direct link to the other compute party failed ({fell_back}); "

@@ -10,11 +10,11 @@ from typing import Any
 
 import torch
 
-from tessera_ml.algorithms.mpc_mixed.channel import local_pair, run_pair
 from tessera_ml.algorithms.mpc_mixed.dealer import LocalDealer
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
+from tessera_ml.comm.peer import local_pair, run_pair
 
 
 def engines(

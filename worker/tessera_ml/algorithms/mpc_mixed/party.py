@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import torch
 
-from tessera_ml.algorithms.mpc_mixed.channel import Peer
 from tessera_ml.algorithms.mpc_mixed.dealer import Provider
+from tessera_ml.comm.peer import Peer
 
 
 class Party:

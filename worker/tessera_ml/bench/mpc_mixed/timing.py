@@ -30,9 +30,7 @@ from typing import Any
 import torch
 
 from tessera_ml.algorithms.mpc_mixed import data
-from tessera_ml.algorithms.mpc_mixed.channel import SPIN_S, Peer
 from tessera_ml.algorithms.mpc_mixed.dealer import RecordingProvider
-from tessera_ml.algorithms.mpc_mixed.link import open_link
 from tessera_ml.algorithms.mpc_mixed.local import share_inputs
 from tessera_ml.algorithms.mpc_mixed.material import draw_share0, secrets, split
 from tessera_ml.algorithms.mpc_mixed.model import SharedMlp, init_params, train_step
@@ -40,6 +38,8 @@ from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.request import Request
 from tessera_ml.comm.base import Communicator
+from tessera_ml.comm.pair_link import open_link
+from tessera_ml.comm.peer import SPIN_S, Peer
 from tessera_ml.worlds import run_world
 
 MODES = ("mixed", "all64")

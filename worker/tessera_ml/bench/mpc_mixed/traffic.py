@@ -22,16 +22,16 @@ from torch.overrides import TorchFunctionMode
 
 from tessera_ml.algorithms import mpc_mixed
 from tessera_ml.algorithms.mpc_mixed import data
-from tessera_ml.algorithms.mpc_mixed.channel import Peer, run_pair
 from tessera_ml.algorithms.mpc_mixed.local import engines, share_inputs
 from tessera_ml.algorithms.mpc_mixed.model import SharedMlp, init_params, train_step
 from tessera_ml.algorithms.mpc_mixed.precision import MODES, Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
+from tessera_ml.comm.peer import Peer, run_pair
 
 _HERE = Path(mpc_mixed.__file__).parent  # the algorithm's modules, whose frames name a site
 _PROTOCOLS = ("protocols.py", "party.py", "arithmetic.py", "conversion.py", "wide.py", "binary.py")
 """The engine's modules: the outermost frame in one of them names the protocol."""
-_NOT_SITES = (*_PROTOCOLS, "channel.py", "traffic.py")
+_NOT_SITES = (*_PROTOCOLS, "traffic.py")
 _OFFLINE = (
     "dealer.py",
     "material.py",

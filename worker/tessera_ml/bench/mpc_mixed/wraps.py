@@ -18,11 +18,11 @@ from dataclasses import dataclass
 import torch
 
 from tessera_ml.algorithms.mpc_mixed import data
-from tessera_ml.algorithms.mpc_mixed.channel import run_pair
 from tessera_ml.algorithms.mpc_mixed.local import engines, share_inputs
 from tessera_ml.algorithms.mpc_mixed.model import SharedMlp, init_params, train_step
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
+from tessera_ml.comm.peer import run_pair
 
 
 @dataclass(frozen=True)

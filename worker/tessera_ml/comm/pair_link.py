@@ -1,25 +1,27 @@
-"""A direct link between the two compute parties for the online phase.
+"""A direct link between two ranks that exchange a message each way, round after round.
 
-Every online round is one symmetric exchange, so the round's latency is the protocol's cost
-floor. Over the job's communicator a received message passes through a network thread, which
-then wakes the waiting rank: two thread wake-ups per round. On a machine where the parties
-share cores, those wake-ups can take longer than the round's computation (see the README's
-measurements). Over this link the party's own thread sends and receives (non-blocking writes
-and reads, ``poll`` while neither can proceed), which leaves one wake-up at most.
+When a round's latency is a protocol's cost floor (``mpc_mixed``'s online phase, the loss
+exchange of a ``zo_pair`` pair), the job's communicator is a slow way to make it: there a
+received message passes through a network thread, which then wakes the waiting rank, two thread
+wake-ups per round. On a machine where the ranks share cores, those wake-ups can take longer
+than the round's computation (see the two algorithms' READMEs). Over this link the rank's own
+thread sends and receives (non-blocking writes and reads, ``poll`` while neither can proceed),
+which leaves one wake-up at most.
 
-What crosses the link is what would cross the communicator: masked shares, uniform to the
-receiver. Party 0 listens on the address gloo would use (``GLOO_SOCKET_IFNAME``'s, else the
-host name's) and sends it to party 1 over the communicator, with a random token that party 1
-presents first on the connection. When the communicator joins parties over TLS (a platform
-job, ``MeshCommunicator``), so does the link: a TLS 1.3 connection on which each end proves
-with its certificate of this attempt that it is the other compute party, the token then
-binding the connection to this link. Without TLS in the communicator (one plaintext gloo
-world, the benchmarks' baseline) the link is a plain TCP connection with the token.
+What crosses the link is what would cross the communicator. End 0 listens on the address gloo
+would use (``GLOO_SOCKET_IFNAME``'s, else the host name's) and sends it to end 1 over the
+communicator, with a random token that end 1 presents first on the connection. When the two
+ends belong to different parties of a job whose communicator joins parties over TLS (a platform
+job, ``MeshCommunicator``), so does the link: a TLS 1.3 connection on which each end proves with
+its certificate of this attempt that it is the other end's party, the token then binding the
+connection to this link. Two ranks of one party, whose communicator joins them by plaintext gloo,
+get a plain TCP connection with the token, as does one plaintext gloo world (the benchmarks'
+baseline).
 
-Party 0 handles every connection it accepts in a thread of its own (handshake, then token,
-within the link's deadline) and takes the first that completes both; the others are closed, so
-a stranger that connects and stays silent, or fails its handshake, cannot keep party 1 out. If
-the link cannot be made, both parties fall back to the communicator and say why.
+End 0 handles every connection it accepts in a thread of its own (handshake, then token, within
+the link's deadline) and takes the first that completes both; the others are closed, so a
+stranger that connects and stays silent, or fails its handshake, cannot keep end 1 out. If the
+link cannot be made, both ends fall back to the communicator and say why.
 """
 
 from __future__ import annotations
@@ -37,16 +39,16 @@ from types import TracebackType
 
 import torch
 
-from tessera_ml.algorithms.mpc_mixed.channel import SPIN_S, CommPeer, DirectPeer, Peer
 from tessera_ml.comm.base import Communicator
 from tessera_ml.comm.mesh import MeshCommunicator
+from tessera_ml.comm.peer import SPIN_S, CommPeer, DirectPeer, Peer
 from tessera_ml.security.tls import TlsConfig
 
 LINKS = ("direct", "communicator")
 CONNECT_TIMEOUT_S = 20.0
 TOKEN_BYTES = 16
 ACCEPT_POLL_S = 0.1
-"""How often party 0's accepting thread looks at the deadline while nobody connects."""
+"""How often end 0's accepting thread looks at the deadline while nobody connects."""
 _TOKEN_WORDS = struct.Struct(f"<{TOKEN_BYTES // 8}q")
 _ENDPOINT_WORDS = 2 + _TOKEN_WORDS.size // 8
 """Address, port and token, as int64 words over the communicator."""
@@ -70,13 +72,22 @@ def local_address(interface: str | None) -> str:
 
 
 def listen(host: str) -> socket.socket:
-    """Party 0's listening socket (tests wrap this to connect strangers before party 1)."""
+    """End 0's listening socket (tests wrap this to connect strangers before end 1)."""
     return socket.create_server((host, 0), backlog=16)
 
 
 def tls_of(comm: Communicator) -> TlsConfig | None:
     """The communicator's TLS between parties; None for one plaintext gloo world."""
     return comm.tls if isinstance(comm, MeshCommunicator) else None
+
+
+def tls_to(comm: Communicator, other: int) -> TlsConfig | None:
+    """The TLS a link to rank ``other`` takes: the communicator's, when ``other`` belongs to
+    another party; None between two ranks of one party, which the communicator joins by
+    plaintext gloo as well."""
+    if not isinstance(comm, MeshCommunicator) or comm.is_local(other):
+        return None
+    return comm.tls
 
 
 def open_link(
@@ -88,17 +99,20 @@ def open_link(
     connect_timeout_s: float = CONNECT_TIMEOUT_S,
     spin_s: float = SPIN_S,
 ) -> tuple[Peer, str | None]:
-    """This compute party's peer over ``link`` ("direct" or "communicator"), and why it fell
-    back to the communicator when the direct link could not be made (None otherwise). Both
-    parties call this at the same point of the protocol. ``spin_s``: the direct link's retry
-    before it sleeps (``channel.SPIN_S``). The communicator's ``tap``, if any, sees what the
-    direct link sends, as it is at the time of the call."""
+    """This rank's peer (end ``index``, 0 or 1, of the link to rank ``other``) over ``link``
+    ("direct" or "communicator"), and why it fell back to the communicator when the direct link
+    could not be made (None otherwise). Both ends call this at the same point of their
+    protocol. ``interface``: where end 0 listens (default: ``GLOO_SOCKET_IFNAME``, as gloo).
+    ``spin_s``: the direct link's retry before it sleeps (``peer.SPIN_S``). The communicator's
+    ``tap``, if any, sees what the direct link sends, as it is at the time of the call."""
     if link not in LINKS:
         raise ValueError(f"link is one of {', '.join(LINKS)}, not {link!r}")
     if link == "communicator":
         return CommPeer(comm=comm, other=other), None
-    tls = tls_of(comm)
+    tls = tls_to(comm, other)
     party = comm.party_of(other) if isinstance(comm, MeshCommunicator) else None
+    if interface is None:
+        interface = os.environ.get("GLOO_SOCKET_IFNAME")
     if index == 0:
         sock, reason = _accept(comm, other, interface, connect_timeout_s, tls, party)
     else:
@@ -114,7 +128,7 @@ def link_encrypted(comm: Communicator, peer: Peer) -> bool:
     messages between two parties joined by TLS."""
     if isinstance(peer, DirectPeer):
         return isinstance(peer.sock, ssl.SSLSocket)
-    return isinstance(peer, CommPeer) and tls_of(comm) is not None
+    return isinstance(peer, CommPeer) and tls_to(comm, peer.other) is not None
 
 
 def _accept(
@@ -125,7 +139,7 @@ def _accept(
     tls: TlsConfig | None,
     party: str | None,
 ) -> tuple[socket.socket | None, str | None]:
-    """Party 0: listen, tell party 1 where and the token to present, and take the connection
+    """End 0: listen, tell end 1 where and the token to present, and take the connection
     that completes the handshake and presents it."""
     token = os.urandom(TOKEN_BYTES)
     try:
@@ -145,7 +159,7 @@ def _accept(
         sock = acceptor.wait() if connected else None
         _tell(comm, other, ok=sock is not None)
         if not connected:
-            return None, "the other compute party could not connect"
+            return None, "the other end could not connect"
         if sock is None:
             return None, f"no connection completed the handshake and token in {timeout_s:.0f} s"
         acceptor.keep()
@@ -153,14 +167,14 @@ def _accept(
 
 
 def _hear(comm: Communicator, other: int) -> bool:
-    """Party 0: whether party 1 says it connected (``both_succeeded``'s message)."""
+    """End 0: whether end 1 says it connected (``both_succeeded``'s message)."""
     theirs = torch.empty(1, dtype=torch.int64)
     comm.recv(theirs, other)
     return int(theirs[0]) == 1
 
 
 def _tell(comm: Communicator, other: int, ok: bool) -> None:
-    """Party 0: whether it took party 1's connection (``both_succeeded``'s answer)."""
+    """End 0: whether it took end 1's connection (``both_succeeded``'s answer)."""
     comm.send(torch.tensor([int(ok)], dtype=torch.int64), other)
 
 
@@ -313,7 +327,7 @@ def _cut(sock: socket.socket) -> None:
 
 
 def receive_endpoint(comm: Communicator, other: int) -> tuple[str, int, bytes] | None:
-    """Party 1: where party 0 listens and the token to present (None: it cannot listen)."""
+    """End 1: where end 0 listens and the token to present (None: it cannot listen)."""
     where = torch.empty(_ENDPOINT_WORDS, dtype=torch.int64)
     comm.recv(where, other)
     address, port, *words = (int(v) for v in where)
@@ -354,11 +368,11 @@ def _connect(
     tls: TlsConfig | None,
     party: str | None,
 ) -> tuple[socket.socket | None, str | None]:
-    """Party 1: connect to where party 0 listens."""
+    """End 1: connect to where end 0 listens."""
     endpoint = receive_endpoint(comm, other)
     if endpoint is None:
         both_succeeded(comm, other, ok=False)
-        return None, "the other compute party cannot listen"
+        return None, "the other end cannot listen"
     host, port, token = endpoint
     try:
         sock = dial(host, port, token, timeout_s, tls, party)
@@ -367,12 +381,12 @@ def _connect(
         return None, f"cannot connect to {host}:{port}: {exc}"
     if not both_succeeded(comm, other, ok=True):
         sock.close()
-        return None, "the other compute party did not take the connection"
+        return None, "the other end did not take the connection"
     return sock, None
 
 
 def both_succeeded(comm: Communicator, other: int, ok: bool) -> bool:
-    """Party 1's side: tell party 0 whether this side succeeded; True when both did."""
+    """End 1's side: tell end 0 whether this side succeeded; True when both did."""
     mine = torch.tensor([int(ok)], dtype=torch.int64)
     theirs = torch.empty(1, dtype=torch.int64)
     work = comm.isend(mine, other)

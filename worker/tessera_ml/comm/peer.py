@@ -1,10 +1,11 @@
-"""The link between the two compute parties: one ``exchange`` per protocol round.
+"""A link between two ranks that talk in symmetric rounds: one ``exchange`` per round.
 
-Every online round is symmetric: each party sends its share of a masked value and receives the
-other party's. ``DirectPeer`` runs over a connection of their own (TLS between parties, see
-``link``), ``CommPeer`` over the job's communicator (p2p send/recv); ``LocalPeer`` pairs run two
-parties as threads of one process, which keeps the protocol tests fast. All count bytes and
-rounds, and can record every message received (for the leakage test).
+In every round each end sends a message and receives the other's message of the same shapes
+(the two compute parties of ``mpc_mixed`` exchanging masked shares, the two processors of a
+``zo_pair`` pair exchanging their losses). ``DirectPeer`` runs over a connection of the two
+ranks' own (TLS between parties, see ``pair_link``), ``CommPeer`` over the job's communicator
+(p2p send/recv); ``LocalPeer`` pairs run both ends as threads of one process, which keeps
+protocol tests fast. All count bytes and rounds, and can record every message received.
 """
 
 from __future__ import annotations
@@ -27,21 +28,21 @@ from tessera_ml.comm.base import Communicator
 _HEADER = struct.Struct("<q")
 SOCKET_BUFFER = 4 << 20
 SPIN_S = 300e-6
-"""How long a party on the direct link keeps retrying a round before it sleeps in ``poll``.
-Waking a sleeping party can take longer than the other party's message takes to arrive (on
+"""How long a rank on the direct link keeps retrying a round before it sleeps in ``poll``.
+Waking a sleeping rank can take longer than the other rank's message takes to arrive (on
 virtual machines most of all); a short retry saves that wake-up, and costs at most this much CPU
-time per round when the other party is slow."""
+time per round when the other rank is slow."""
 
 
 @dataclass
 class LinkStats:
-    """Online traffic of one compute party: bytes it sent and rounds it took part in."""
+    """Traffic of one end of the link: bytes it sent and rounds it took part in."""
 
     bytes_sent: int = 0
     rounds: int = 0
     messages: int = 0
     sleeps: int = 0
-    """Times this party slept waiting for the other (direct link only)."""
+    """Times this end slept waiting for the other (direct link only)."""
 
     def snapshot(self) -> tuple[int, int]:
         return self.bytes_sent, self.rounds
@@ -49,7 +50,7 @@ class LinkStats:
 
 @dataclass
 class Peer(ABC):
-    """This compute party's view of the other one."""
+    """This rank's view of the other end of the link."""
 
     stats: LinkStats = field(default_factory=LinkStats)
     record: list[torch.Tensor] | None = None
@@ -72,8 +73,8 @@ class Peer(ABC):
         """Release the link."""
 
     def barrier(self) -> None:
-        """Wait until the other party gets here too: one byte each way, not a protocol round and
-        not counted. A step's online phase starts after it, when both parties hold the material."""
+        """Wait until the other end gets here too: one byte each way, not a protocol round and
+        not counted."""
         self._swap([torch.zeros(1, dtype=torch.uint8)])
 
     @abstractmethod
@@ -99,10 +100,10 @@ class CommPeer(Peer):
 
 @dataclass
 class DirectPeer(Peer):
-    """The other compute party over a connected socket, plain TCP or TLS (``link.open_link``
-    makes it): the party's own thread writes and reads without blocking and ``poll``s while
+    """The other rank over a connected socket, plain TCP or TLS (``pair_link.open_link``
+    makes it): the rank's own thread writes and reads without blocking and ``poll``s while
     neither can proceed, after retrying for ``spin_s`` (see ``SPIN_S``); each message carries
-    its length, so parties out of step are caught. ``tap``, if set, is called as
+    its length, so ends out of step are caught. ``tap``, if set, is called as
     ``tap(other, message)`` with each message's plaintext before it is sent (the communicator's
     ``tap``, for tests that look for plaintext on the wire)."""
 
@@ -123,7 +124,7 @@ class DirectPeer(Peer):
         self._ready = select.poll()
         self._ready.register(self.sock, select.POLLIN)
         # over TLS, a read that would block raises an error that costs more than a look at the
-        # socket, so the party looks before it reads
+        # socket, so the rank looks before it reads
         self._tls = self.sock if isinstance(self.sock, ssl.SSLSocket) else None
         self._readable = self._tls_readable if self._tls is not None else None
 
@@ -131,7 +132,7 @@ class DirectPeer(Peer):
         try:
             return self._swap_bytes(mine)
         except ssl.SSLError as exc:
-            raise ConnectionError(f"the link to the other compute party failed: {exc}") from exc
+            raise ConnectionError(f"the link to the other rank failed: {exc}") from exc
 
     def _swap_bytes(self, mine: list[torch.Tensor]) -> list[torch.Tensor]:
         sock, readable = self.sock, self._readable
@@ -169,7 +170,7 @@ class DirectPeer(Peer):
                     except ssl.SSLWantWriteError:
                         n, wait_out = -1, True
                 if n == 0:
-                    raise ConnectionError("the other compute party closed the link")
+                    raise ConnectionError("the other rank closed the link")
                 if n > 0:
                     got, moved = got + n, True
             if moved:
@@ -181,7 +182,7 @@ class DirectPeer(Peer):
             if now - stalled_since >= self.spin_s:
                 self._wait(wait_out, wait_in)
         if _HEADER.unpack_from(into)[0] != size:
-            raise RuntimeError("compute parties are out of step")
+            raise RuntimeError("the two ends of the link are out of step")
         return _unpack(raw[_HEADER.size :], mine)
 
     def _tls_readable(self) -> bool:
@@ -197,7 +198,7 @@ class DirectPeer(Peer):
         self._poll.modify(self.sock, events)
         self.stats.sleeps += 1
         if not self._poll.poll(self.timeout_s * 1000):
-            raise TimeoutError(f"the other compute party did not answer for {self.timeout_s:.0f} s")
+            raise TimeoutError(f"the other rank did not answer for {self.timeout_s:.0f} s")
 
     def close(self) -> None:
         if self.sock is not None:
@@ -217,7 +218,7 @@ class LocalPeer(Peer):
         self.outbox.put([t.clone() for t in mine])
         theirs = self.inbox.get(timeout=60)
         if [t.shape for t in theirs] != [t.shape for t in mine]:
-            raise RuntimeError("compute parties are out of step")
+            raise RuntimeError("the two ends of the link are out of step")
         return theirs
 
 
