@@ -4,6 +4,8 @@ Processor ``2i`` evaluates its pair's two inputs at W + εz, processor ``2i+1`` 
 inputs at W - εz, each in one forward pass without autograd. The two loss scalars of every
 processor are all-gathered; each processor turns the N inputs' losses into gradient scalars
 (L+ - L-)/2ε, regenerates z and applies the same SGD step, so every copy stays bit-identical.
+With two processors the all-gather is one exchange, which a ``Peer`` (a direct link between the
+two) makes without the communicator's network thread.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from tessera_ml.algorithms.zo_pair.perturb import (
 )
 from tessera_ml.algorithms.zo_pair.seeds import direction_seed
 from tessera_ml.comm.base import Communicator, Group
+from tessera_ml.comm.peer import CommPeer, Peer
 from tessera_ml.data.tabular import Task
 
 INPUTS_PER_PROCESSOR = 2
@@ -76,12 +79,16 @@ class PairProcessor:
         weight_decay: float = 0.0,
         task: Task = "classification",
         group: Group | None = None,
+        peer: Peer | None = None,
     ) -> None:
         if num_processors < 2 or num_processors % 2:
             raise ValueError(f"need an even number of processors, got {num_processors}")
+        if peer is not None and num_processors != 2:
+            raise ValueError(f"a peer exchanges two processors' losses, not {num_processors}")
         self.model = model
         self.comm = comm
         self.group = group
+        self.peer = peer
         self.role_rank = role_rank
         self.pair = role_rank // 2
         self.sign = 1.0 if role_rank % 2 == 0 else -1.0
@@ -107,10 +114,35 @@ class PairProcessor:
             out = perturbed(x.flatten(0, 1))
             return per_input_loss(out, y.flatten(0, 1), self.task, num_inputs).float()
 
+    def gather(self, losses: torch.Tensor) -> list[torch.Tensor]:
+        """Every processor's losses, in role-rank order."""
+        if self.peer is None:
+            return self.comm.all_gather(losses, self.group)
+        mine = losses.cpu()
+        theirs = self.peer.exchange(mine)[0]
+        return [mine, theirs] if self.role_rank == 0 else [theirs, mine]
+
+    @property
+    def bytes_sent(self) -> int:
+        """What this processor sent: through the communicator and over the peer's link."""
+        return self.comm.stats.sent + self.link_bytes_sent
+
+    @property
+    def bytes_received(self) -> int:
+        """What it received; the peer's exchanges are symmetric, as many bytes each way."""
+        return self.comm.stats.received + self.link_bytes_sent
+
+    @property
+    def link_bytes_sent(self) -> int:
+        """What went over the direct link (0 without one)."""
+        if self.peer is None or isinstance(self.peer, CommPeer):
+            return 0  # a CommPeer's messages are the communicator's, counted there
+        return self.peer.stats.bytes_sent
+
     def step(self, step: int, x: torch.Tensor, y: torch.Tensor) -> StepResult:
         """``x``: the pair's inputs ``[2, micro_batch, features]``, ``y`` their targets."""
         losses = self.local_losses(step, x, y)
-        rows = torch.stack(self.comm.all_gather(losses, self.group)).double().cpu()
+        rows = torch.stack(self.gather(losses)).double().cpu()
         plus, minus = rows[0::2], rows[1::2]
         grads = (plus - minus) / (2.0 * self.epsilon)
         lr = self.schedule.at(step)

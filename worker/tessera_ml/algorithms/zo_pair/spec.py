@@ -51,6 +51,13 @@ class ZoPairConfig(AlgorithmConfig):
         description="Distribution of z: rademacher (random ±1 signs, one random bit per weight) "
         "or gaussian (standard normal, as in MeZO)",
     )
+    link: Literal["direct", "communicator"] = Field(
+        default="direct",
+        description="How the two processors of a two-processor job exchange their losses: "
+        "direct, a connection of their own (TLS 1.3 between parties; falls back to the "
+        "communicator if it cannot be made); communicator, the job's all-gather. More "
+        "processors all-gather over the communicator",
+    )
     model: ModelSpec = Field(
         default_factory=lambda: MLPSpec(hidden=[64]),
         description="Model spec (kind mlp, cnn, click or custom); sizes come from the dataset. "

@@ -11,12 +11,15 @@ from tessera_ml.algorithms.zo_pair.data import PairStream, pair_dataset
 from tessera_ml.algorithms.zo_pair.model import checksum, evaluate, load_weights, make_model
 from tessera_ml.algorithms.zo_pair.protocol import PairProcessor, Schedule
 from tessera_ml.algorithms.zo_pair.spec import PROCESSOR, ZoPairConfig
+from tessera_ml.comm.pair_link import link_encrypted, open_link
+from tessera_ml.comm.peer import Peer
 from tessera_ml.context import RankContext
 from tessera_ml.data.tabular import Dataset
 
 
-def build_processor(ctx: RankContext, data: Dataset) -> PairProcessor:
-    """The model (fresh, or from ``init_checkpoint``) wrapped in this rank's pair protocol."""
+def build_processor(ctx: RankContext, data: Dataset, peer: Peer | None = None) -> PairProcessor:
+    """The model (fresh, or from ``init_checkpoint``) wrapped in this rank's pair protocol;
+    ``peer``: the direct link between the two processors of a two-processor job."""
     cfg = ctx.config
     assert isinstance(cfg, ZoPairConfig)
     model = make_model(cfg.model, data, seed=cfg.seed).to(ctx.device)
@@ -37,7 +40,30 @@ def build_processor(ctx: RankContext, data: Dataset) -> PairProcessor:
         weight_decay=cfg.weight_decay,
         task=data.task,
         group=group,
+        peer=peer,
     )
+
+
+def pair_link(ctx: RankContext) -> Peer | None:
+    """With two processors on CPUs and ``link: direct``, a connection of their own for the
+    losses (TLS between parties); None where the communicator all-gathers them (more
+    processors, or GPUs, whose communicator is NCCL's)."""
+    cfg = ctx.config
+    assert isinstance(cfg, ZoPairConfig)
+    processors = ctx.ranks_of(PROCESSOR)
+    if len(processors) != 2 or cfg.link != "direct" or ctx.device.type != "cpu":
+        return None
+    index = ctx.slot.role_rank
+    peer, fell_back = open_link(ctx.comm, index, processors[1 - index], "direct")
+    if fell_back is None:
+        return peer
+    peer.close()
+    ctx.reporter.log(
+        f"direct link to the other processor failed ({fell_back}); "
+        "the losses go over the communicator",
+        level="warning",
+    )
+    return None
 
 
 def run(ctx: RankContext) -> dict[str, Any]:
@@ -46,10 +72,22 @@ def run(ctx: RankContext) -> dict[str, Any]:
     data = pair_dataset(ctx, cfg.dataset)
     if data.train.y is None:
         raise ValueError(f"rank {ctx.rank}: dataset {data.name} has no labels to train on")
-    proc = build_processor(ctx, data)
+    peer = pair_link(ctx)
+    try:
+        return _train(ctx, data, build_processor(ctx, data, peer))
+    finally:
+        if peer is not None:
+            peer.close()
+
+
+def _train(ctx: RankContext, data: Dataset, proc: PairProcessor) -> dict[str, Any]:
+    cfg = ctx.config
+    assert isinstance(cfg, ZoPairConfig)
+    labels = data.train.y
+    assert labels is not None  # run() refuses a dataset without
     stream = PairStream(
         data.train.x.to(ctx.device),
-        data.train.y.to(ctx.device),
+        labels.to(ctx.device),
         pair=proc.pair,
         job_seed=cfg.seed,
         micro_batch=cfg.micro_batch,
@@ -85,8 +123,8 @@ def run(ctx: RankContext) -> dict[str, Any]:
                     "lr": result.lr,
                     "step_time_s": step_time,
                     "throughput": examples_per_step / step_time,
-                    "bytes_sent": float(ctx.comm.stats.sent),
-                    "bytes_received": float(ctx.comm.stats.received),
+                    "bytes_sent": float(proc.bytes_sent),
+                    "bytes_received": float(proc.bytes_received),
                     "z_generations": (proc.source.generated - generated) / proc.source.total,
                 },
             )
@@ -108,7 +146,11 @@ def run(ctx: RankContext) -> dict[str, Any]:
         "initial_checksum": initial,
         "checksum": checksum(proc.model),
         "z_generations": proc.source.generations,
-        "bytes_sent": ctx.comm.stats.sent,
+        "bytes_sent": proc.bytes_sent,
+        "link": "direct" if proc.peer is not None else "communicator",
+        "link_tls": proc.peer is not None and link_encrypted(ctx.comm, proc.peer),
+        # what crossed the direct link, beside the communicator's own accounting
+        "direct_link_bytes_sent": proc.link_bytes_sent,
         **last_eval,
     }
 

@@ -3,7 +3,8 @@
 Every process holds the whole model and derives the same z from the shared seed. Each takes its
 share of the step's inputs and runs MeZO's step on it (in place: +εz, evaluate, -2εz,
 evaluate, +εz to restore), then one float64 scalar, the sum of its projected gradients
-(L+ - L-)/2ε, is all-reduced; every process divides by the number of inputs and regenerates z
+(L+ - L-)/2ε, is all-reduced (between two processes given a ``Peer``, as ``zo_pair``'s losses
+are, by one exchange over it); every process divides by the number of inputs and regenerates z
 for the same update. Per process and step: four generations of z and two forward passes over
 its share, against ``zo_pair``'s two generations and one forward pass over a pair's inputs.
 """
@@ -16,6 +17,7 @@ from torch import nn
 from tessera_ml.algorithms.zo_pair.mezo import MezoStep
 from tessera_ml.algorithms.zo_pair.perturb import Distribution
 from tessera_ml.comm.base import Communicator, Group
+from tessera_ml.comm.peer import Peer
 from tessera_ml.data.tabular import Task
 
 
@@ -30,9 +32,10 @@ class DataParallelMezo(MezoStep):
         task: Task,
         distribution: Distribution,
         group: Group | None = None,
+        peer: Peer | None = None,
     ) -> None:
         super().__init__(model, epsilon=epsilon, lr=lr, task=task, distribution=distribution)
-        self.comm, self.group = comm, group
+        self.comm, self.group, self.peer = comm, group, peer
         self.size = group.size if group is not None else comm.world_size
         self.index = group.index(comm.rank) if group is not None else comm.rank
 
@@ -47,7 +50,10 @@ class DataParallelMezo(MezoStep):
         """One step over the whole step's inputs ``x`` ``[N, micro_batch, ...]`` (every
         process passes the same; each evaluates its share). Returns the gradient scalar."""
         projected = self.projected(seed, self.share(x), self.share(y)).sum().reshape(1)
-        self.comm.all_reduce(projected, "sum", self.group)
+        if self.peer is not None:
+            projected = projected + self.peer.exchange(projected)[0]  # a + b == b + a, exactly
+        else:
+            self.comm.all_reduce(projected, "sum", self.group)
         g = float(projected[0]) / x.shape[0]
         self.update(seed, g)
         return g

@@ -33,6 +33,8 @@ from tessera_ml.algorithms.zo_pair.seeds import direction_seed
 from tessera_ml.bench.zo_pair.dp_mezo import DataParallelMezo
 from tessera_ml.bench.zo_pair.memory import peak_step_bytes, tensor_bytes
 from tessera_ml.comm.base import Communicator
+from tessera_ml.comm.pair_link import open_link
+from tessera_ml.comm.peer import Peer
 from tessera_ml.models.zoo import build_model
 
 
@@ -64,7 +66,10 @@ def _inputs(spec: SpeedSpec, micro_batch: int) -> tuple[torch.Tensor, torch.Tens
 
 
 def _processor(
-    comm: Communicator, model: nn.Module, perturbation: Distribution = "rademacher"
+    comm: Communicator,
+    model: nn.Module,
+    perturbation: Distribution = "rademacher",
+    peer: Peer | None = None,
 ) -> PairProcessor:
     return PairProcessor(
         model,
@@ -75,12 +80,13 @@ def _processor(
         epsilon=1e-3,
         schedule=Schedule(1e-4, 1_000_000),
         perturbation=perturbation,
+        peer=peer,
     )
 
 
-def _timing(comm: Communicator, spec: SpeedSpec) -> dict[str, float]:
+def _timing(comm: Communicator, spec: SpeedSpec, peer: Peer | None) -> dict[str, float]:
     model = _mlp(spec, spec.time_hidden)
-    proc = _processor(comm, model, spec.perturbation)
+    proc = _processor(comm, model, spec.perturbation, peer)
     kinds: list[Distribution] = ["gaussian"]
     if spec.perturbation != "gaussian":
         kinds.append(spec.perturbation)
@@ -97,6 +103,7 @@ def _timing(comm: Communicator, spec: SpeedSpec) -> dict[str, float]:
         lr=1e-4,
         task="classification",
         distribution=spec.perturbation,
+        peer=peer,
     )
     x, y = _inputs(spec, spec.time_micro_batch)
     ours, dp, waiting = Times(), Times(), Times()
@@ -278,5 +285,13 @@ def _backprop_memory(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict
 
 
 def speed_world(comm: Communicator, spec: SpeedSpec) -> dict[str, Any]:
+    """Both parts on two ranks joined, as a two-processor job's are, by a direct link that
+    carries ``zo_pair``'s losses and data-parallel MeZO's scalar alike."""
     torch.set_num_threads(1)
-    return {**_timing(comm, spec), **_memory(comm, spec)}
+    peer, fell_back = open_link(comm, comm.rank, 1 - comm.rank, "direct")
+    if fell_back is not None:
+        raise RuntimeError(f"the direct link between the two ranks failed: {fell_back}")
+    try:
+        return {**_timing(comm, spec, peer), **_memory(comm, spec)}
+    finally:
+        peer.close()

@@ -1,0 +1,147 @@
+"""A two-processor job exchanges its losses over a direct link of the pair's own: the same
+steps as over the communicator's all-gather, the same bytes, TLS between parties."""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import pytest
+import torch
+
+from tessera_ml import worlds
+from tessera_ml.algorithms.zo_pair.protocol import PairProcessor, Schedule
+from tessera_ml.algorithms.zo_pair.seeds import direction_seed
+from tessera_ml.bench.zo_pair.dp_mezo import DataParallelMezo
+from tessera_ml.comm.base import Communicator
+from tessera_ml.comm.pair_link import open_link
+from tessera_ml.comm.peer import local_pair
+from tessera_ml.worlds import WorldJob, run_world
+from tests.ml.worlds import world_parties
+from tests.ml.zo_pair.world import all_inputs
+
+STEPS = 200
+CONFIG: dict[str, Any] = {
+    "seed": 3,
+    "steps": STEPS,
+    "dataset": "sklearn:wine",
+    "model": {"kind": "mlp", "hidden": [8]},
+    "micro_batch": 4,
+    "lr": 0.01,
+    "eval_every": 0,
+    "log_every": 50,
+}
+TWO_PARTIES = [
+    {"party": "alice", "role": "processor", "processes": 1},
+    {"party": "bob", "role": "processor", "processes": 1},
+]
+ONE_PARTY = [{"party": "alice", "role": "processor", "processes": 2}]
+
+
+def _jobs(comm: Communicator, assignments: list[dict[str, Any]]) -> dict[str, Any]:
+    torch.set_num_threads(1)
+    out = {}
+    for link in ("direct", "communicator"):
+        comm.stats.reset()
+        outcome = worlds.run_job(comm, WorldJob("zo_pair", assignments, {**CONFIG, "link": link}))
+        comm.barrier()
+        sent = [
+            v
+            for _, n, v in ((p.step, p.name, p.value) for p in outcome.points)
+            if n == "bytes_sent"
+        ]
+        out[link] = {"result": outcome.result, "bytes_sent": sent}
+    return out
+
+
+def _plans(assignments: list[dict[str, Any]]) -> list[str]:
+    return world_parties([("zo_pair", assignments, CONFIG)])
+
+
+@pytest.fixture(scope="module", params=["two_parties", "one_party"])
+def jobs(request: pytest.FixtureRequest) -> tuple[str, list[dict[str, Any]]]:
+    assignments = TWO_PARTIES if request.param == "two_parties" else ONE_PARTY
+    return request.param, run_world(_jobs, 2, assignments, parties=_plans(assignments))
+
+
+def test_the_direct_link_takes_the_same_steps_as_the_all_gather(
+    jobs: tuple[str, list[dict[str, Any]]],
+) -> None:
+    _, ranks = jobs
+    sums = {r[link]["result"]["checksum"] for r in ranks for link in ("direct", "communicator")}
+    assert len(sums) == 1
+    assert [r["direct"]["result"]["link"] for r in ranks] == ["direct", "direct"]
+    assert [r["communicator"]["result"]["link"] for r in ranks] == ["communicator"] * 2
+
+
+# making the link: end 0 says where it listens and the token (32 bytes), then whether it took
+# the connection (8); end 1 whether it connected (8)
+LINK_SETUP = {"direct": [40, 8], "communicator": [0, 0]}
+CHECKSUM = 32
+
+
+def test_the_link_carries_two_float32_losses_a_step_and_is_counted(
+    jobs: tuple[str, list[dict[str, Any]]],
+) -> None:
+    _, ranks = jobs
+    for rank, r in enumerate(ranks):
+        for link in ("direct", "communicator"):
+            sent = r[link]["bytes_sent"]
+            assert [b - a for a, b in itertools.pairwise(sent)] == [50 * 8] * 3
+            total = CHECKSUM + LINK_SETUP[link][rank] + STEPS * 8
+            assert sent[-1] == r[link]["result"]["bytes_sent"] == total
+
+
+def test_the_link_is_tls_between_parties_and_plain_tcp_within_one(
+    jobs: tuple[str, list[dict[str, Any]]],
+) -> None:
+    layout, ranks = jobs
+    assert [r["direct"]["result"]["link_tls"] for r in ranks] == [layout == "two_parties"] * 2
+    assert not any(r["communicator"]["result"]["link_tls"] for r in ranks)
+
+
+def test_a_peer_serves_two_processors_only() -> None:
+    peer, _ = local_pair()
+    with pytest.raises(ValueError, match="two processors' losses, not 4"):
+        PairProcessor(
+            torch.nn.Linear(2, 2),
+            None,  # type: ignore[arg-type]
+            role_rank=0,
+            num_processors=4,
+            job_seed=0,
+            epsilon=1e-3,
+            schedule=Schedule(1e-3, 10),
+            peer=peer,
+        )
+
+
+def _mezo_both_ways(comm: Communicator) -> list[list[Any]]:
+    torch.set_num_threads(1)
+    peer, fell_back = open_link(comm, comm.rank, 1 - comm.rank, "direct")
+    assert fell_back is None
+    finals = []
+    for link in (peer, None):
+        torch.manual_seed(1)
+        model = torch.nn.Sequential(torch.nn.Linear(5, 6), torch.nn.ReLU(), torch.nn.Linear(6, 3))
+        mezo = DataParallelMezo(
+            model,
+            comm,
+            epsilon=1e-2,
+            lr=0.05,
+            task="classification",
+            distribution="rademacher",
+            peer=link,
+        )
+        for step in range(3):
+            mezo.step(direction_seed(7, step, 0), *all_inputs(step, 2))
+        finals.append([p.detach().numpy().copy() for p in model.parameters()])
+    peer.close()
+    return finals
+
+
+def test_data_parallel_mezo_sums_its_scalar_over_the_link_as_the_all_reduce_does() -> None:
+    ranks = run_world(_mezo_both_ways, 2)
+    over_link = [f[0] for f in ranks]
+    all_reduced = [f[1] for f in ranks]
+    for a, b in zip(over_link[0] + over_link[1], all_reduced[0] + all_reduced[1], strict=True):
+        assert (a == b).all()
