@@ -4,6 +4,7 @@ steps as over the communicator's all-gather, the same bytes, TLS between parties
 from __future__ import annotations
 
 import itertools
+import socket
 from typing import Any
 
 import pytest
@@ -13,10 +14,13 @@ from tessera_ml import worlds
 from tessera_ml.algorithms.zo_pair.protocol import PairProcessor, Schedule
 from tessera_ml.algorithms.zo_pair.seeds import direction_seed
 from tessera_ml.bench.zo_pair.dp_mezo import DataParallelMezo
+from tessera_ml.comm import pair_link
 from tessera_ml.comm.base import Communicator
+from tessera_ml.comm.local import LocalCommunicator, LocalWorld
 from tessera_ml.comm.pair_link import open_link
-from tessera_ml.comm.peer import local_pair
+from tessera_ml.comm.peer import CommPeer, Peer, local_pair
 from tessera_ml.worlds import WorldJob, run_world
+from tests.ml.split_nn.world import RecordingCommunicator
 from tests.ml.worlds import world_parties
 from tests.ml.zo_pair.world import all_inputs
 
@@ -38,19 +42,34 @@ TWO_PARTIES = [
 ONE_PARTY = [{"party": "alice", "role": "processor", "processes": 2}]
 
 
+RUNS: dict[str, dict[str, Any]] = {
+    "direct": {**CONFIG, "link": "direct"},
+    "communicator": {**CONFIG, "link": "communicator"},
+    "fallback": {**CONFIG, "link": "direct"},  # processor 0 cannot listen: see _jobs
+}
+
+
+def _cannot_listen(host: str) -> socket.socket:
+    raise OSError("no address to listen on (test)")
+
+
 def _jobs(comm: Communicator, assignments: list[dict[str, Any]]) -> dict[str, Any]:
     torch.set_num_threads(1)
     out = {}
-    for link in ("direct", "communicator"):
+    listen = pair_link.listen
+    for name, config in RUNS.items():
         comm.stats.reset()
-        outcome = worlds.run_job(comm, WorldJob("zo_pair", assignments, {**CONFIG, "link": link}))
+        pair_link.listen = _cannot_listen if name == "fallback" else listen
+        try:
+            outcome = worlds.run_job(comm, WorldJob("zo_pair", assignments, config))
+        finally:
+            pair_link.listen = listen
         comm.barrier()
-        sent = [
-            v
-            for _, n, v in ((p.step, p.name, p.value) for p in outcome.points)
-            if n == "bytes_sent"
-        ]
-        out[link] = {"result": outcome.result, "bytes_sent": sent}
+        out[name] = {
+            "result": outcome.result,
+            "bytes_sent": [p.value for p in outcome.points if p.name == "bytes_sent"],
+            "warnings": [line for line in outcome.lines if "direct link" in str(line)],
+        }
     return out
 
 
@@ -68,15 +87,26 @@ def test_the_direct_link_takes_the_same_steps_as_the_all_gather(
     jobs: tuple[str, list[dict[str, Any]]],
 ) -> None:
     _, ranks = jobs
-    sums = {r[link]["result"]["checksum"] for r in ranks for link in ("direct", "communicator")}
-    assert len(sums) == 1
+    assert len({r[run]["result"]["checksum"] for r in ranks for run in RUNS}) == 1
     assert [r["direct"]["result"]["link"] for r in ranks] == ["direct", "direct"]
     assert [r["communicator"]["result"]["link"] for r in ranks] == ["communicator"] * 2
+    assert not any(r[run]["warnings"] for r in ranks for run in ("direct", "communicator"))
+
+
+def test_a_link_that_cannot_be_made_falls_back_to_the_communicator_and_says_why(
+    jobs: tuple[str, list[dict[str, Any]]],
+) -> None:
+    _, ranks = jobs
+    assert [r["fallback"]["result"]["link"] for r in ranks] == ["communicator"] * 2
+    reasons = [" ".join(str(w) for w in r["fallback"]["warnings"]) for r in ranks]
+    assert "cannot listen: no address to listen on (test)" in reasons[0]
+    assert "the other end cannot listen" in reasons[1]
 
 
 # making the link: end 0 says where it listens and the token (32 bytes), then whether it took
-# the connection (8); end 1 whether it connected (8)
-LINK_SETUP = {"direct": [40, 8], "communicator": [0, 0]}
+# the connection (8); end 1 whether it connected (8). The same when end 0 cannot listen.
+LINK_SETUP = {"direct": [40, 8], "communicator": [0, 0], "fallback": [40, 8]}
+OVER_LINK = {"direct": STEPS * 8, "communicator": 0, "fallback": 0}
 CHECKSUM = 32
 
 
@@ -85,11 +115,12 @@ def test_the_link_carries_two_float32_losses_a_step_and_is_counted(
 ) -> None:
     _, ranks = jobs
     for rank, r in enumerate(ranks):
-        for link in ("direct", "communicator"):
-            sent = r[link]["bytes_sent"]
+        for run in RUNS:
+            sent = r[run]["bytes_sent"]
             assert [b - a for a, b in itertools.pairwise(sent)] == [50 * 8] * 3
-            total = CHECKSUM + LINK_SETUP[link][rank] + STEPS * 8
-            assert sent[-1] == r[link]["result"]["bytes_sent"] == total
+            total = CHECKSUM + LINK_SETUP[run][rank] + STEPS * 8
+            assert sent[-1] == r[run]["result"]["bytes_sent"] == total
+            assert r[run]["result"]["direct_link_bytes_sent"] == OVER_LINK[run]
 
 
 def test_the_link_is_tls_between_parties_and_plain_tcp_within_one(
@@ -97,7 +128,9 @@ def test_the_link_is_tls_between_parties_and_plain_tcp_within_one(
 ) -> None:
     layout, ranks = jobs
     assert [r["direct"]["result"]["link_tls"] for r in ranks] == [layout == "two_parties"] * 2
-    assert not any(r["communicator"]["result"]["link_tls"] for r in ranks)
+    assert not any(
+        r[run]["result"]["link_tls"] for r in ranks for run in ("communicator", "fallback")
+    )
 
 
 def test_a_peer_serves_two_processors_only() -> None:
@@ -116,27 +149,32 @@ def test_a_peer_serves_two_processors_only() -> None:
 
 
 def _mezo_both_ways(comm: Communicator) -> list[list[Any]]:
+    """Data-parallel MeZO over the direct link, then with the all-reduce, from one start."""
     torch.set_num_threads(1)
     peer, fell_back = open_link(comm, comm.rank, 1 - comm.rank, "direct")
     assert fell_back is None
-    finals = []
-    for link in (peer, None):
-        torch.manual_seed(1)
-        model = torch.nn.Sequential(torch.nn.Linear(5, 6), torch.nn.ReLU(), torch.nn.Linear(6, 3))
-        mezo = DataParallelMezo(
-            model,
-            comm,
-            epsilon=1e-2,
-            lr=0.05,
-            task="classification",
-            distribution="rademacher",
-            peer=link,
-        )
-        for step in range(3):
-            mezo.step(direction_seed(7, step, 0), *all_inputs(step, 2))
-        finals.append([p.detach().numpy().copy() for p in model.parameters()])
-    peer.close()
-    return finals
+    try:
+        return [_mezo_steps(comm, link) for link in (peer, None)]
+    finally:
+        peer.close()
+
+
+def _mezo_steps(comm: Communicator, link: Peer | None) -> list[Any]:
+    """Three data-parallel MeZO steps; the scalar summed over ``link``, else all-reduced."""
+    torch.manual_seed(1)
+    model = torch.nn.Sequential(torch.nn.Linear(5, 6), torch.nn.ReLU(), torch.nn.Linear(6, 3))
+    mezo = DataParallelMezo(
+        model,
+        comm,
+        epsilon=1e-2,
+        lr=0.05,
+        task="classification",
+        distribution="rademacher",
+        peer=link,
+    )
+    for step in range(3):
+        mezo.step(direction_seed(7, step, 0), *all_inputs(step, 2))
+    return [p.detach().numpy().copy() for p in model.parameters()]
 
 
 def test_data_parallel_mezo_sums_its_scalar_over_the_link_as_the_all_reduce_does() -> None:
@@ -145,3 +183,12 @@ def test_data_parallel_mezo_sums_its_scalar_over_the_link_as_the_all_reduce_does
     all_reduced = [f[1] for f in ranks]
     for a, b in zip(over_link[0] + over_link[1], all_reduced[0] + all_reduced[1], strict=True):
         assert (a == b).all()
+
+
+def test_a_communicator_that_cannot_name_parties_gets_no_plaintext_link() -> None:
+    """A wrapper might hide a mesh joining two parties: the link refuses it rather than open
+    plain TCP, and the rounds stay on the communicator (TLS between parties, if a mesh)."""
+    wrapped = RecordingCommunicator(LocalCommunicator(LocalWorld(2), 0))
+    peer, fell_back = open_link(wrapped, 0, 1, "direct")
+    assert isinstance(peer, CommPeer)
+    assert fell_back == "a RecordingCommunicator does not say whether rank 1 is of another party"

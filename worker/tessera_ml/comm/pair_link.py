@@ -40,8 +40,10 @@ from types import TracebackType
 import torch
 
 from tessera_ml.comm.base import Communicator
+from tessera_ml.comm.local import LocalCommunicator
 from tessera_ml.comm.mesh import MeshCommunicator
-from tessera_ml.comm.peer import SPIN_S, CommPeer, DirectPeer, Peer
+from tessera_ml.comm.peer import SPIN_S, TIMEOUT_S, CommPeer, DirectPeer, Peer
+from tessera_ml.comm.torch_dist import TorchDistCommunicator
 from tessera_ml.security.tls import TlsConfig
 
 LINKS = ("direct", "communicator")
@@ -76,18 +78,23 @@ def listen(host: str) -> socket.socket:
     return socket.create_server((host, 0), backlog=16)
 
 
-def tls_of(comm: Communicator) -> TlsConfig | None:
-    """The communicator's TLS between parties; None for one plaintext gloo world."""
-    return comm.tls if isinstance(comm, MeshCommunicator) else None
+class UnknownParties(ValueError):
+    """The communicator cannot say whether the other rank belongs to another party."""
 
 
 def tls_to(comm: Communicator, other: int) -> TlsConfig | None:
-    """The TLS a link to rank ``other`` takes: the communicator's, when ``other`` belongs to
-    another party; None between two ranks of one party, which the communicator joins by
-    plaintext gloo as well."""
-    if not isinstance(comm, MeshCommunicator) or comm.is_local(other):
+    """The TLS a link to rank ``other`` takes: the mesh's, when ``other`` belongs to another
+    party; None between two ranks of one party, which the mesh joins by plaintext gloo as well,
+    and in one plaintext world (``TorchDistCommunicator``, the benchmarks' baseline, or
+    ``LocalCommunicator``'s threads). Any other communicator (a wrapper, say) is refused rather
+    than trusted to join one party: ``UnknownParties``."""
+    if isinstance(comm, MeshCommunicator):
+        return None if comm.is_local(other) else comm.tls
+    if isinstance(comm, TorchDistCommunicator | LocalCommunicator):
         return None
-    return comm.tls
+    raise UnknownParties(
+        f"a {type(comm).__name__} does not say whether rank {other} is of another party"
+    )
 
 
 def open_link(
@@ -98,18 +105,23 @@ def open_link(
     interface: str | None = None,
     connect_timeout_s: float = CONNECT_TIMEOUT_S,
     spin_s: float = SPIN_S,
+    timeout_s: float = TIMEOUT_S,
 ) -> tuple[Peer, str | None]:
     """This rank's peer (end ``index``, 0 or 1, of the link to rank ``other``) over ``link``
     ("direct" or "communicator"), and why it fell back to the communicator when the direct link
     could not be made (None otherwise). Both ends call this at the same point of their
     protocol. ``interface``: where end 0 listens (default: ``GLOO_SOCKET_IFNAME``, as gloo).
-    ``spin_s``: the direct link's retry before it sleeps (``peer.SPIN_S``). The communicator's
-    ``tap``, if any, sees what the direct link sends, as it is at the time of the call."""
+    ``spin_s``: the direct link's retry before it sleeps (``peer.SPIN_S``); ``timeout_s``: how
+    long it waits for the other end's message. Between parties, the communicator's ``tap``, if
+    any, sees what the direct link sends, as it is at the time of the call."""
     if link not in LINKS:
         raise ValueError(f"link is one of {', '.join(LINKS)}, not {link!r}")
     if link == "communicator":
         return CommPeer(comm=comm, other=other), None
-    tls = tls_to(comm, other)
+    try:
+        tls = tls_to(comm, other)
+    except UnknownParties as exc:  # both ends use the same kind of communicator
+        return CommPeer(comm=comm, other=other), str(exc)
     party = comm.party_of(other) if isinstance(comm, MeshCommunicator) else None
     if interface is None:
         interface = os.environ.get("GLOO_SOCKET_IFNAME")
@@ -119,8 +131,8 @@ def open_link(
         sock, reason = _connect(comm, other, connect_timeout_s, tls, party)
     if sock is None:
         return CommPeer(comm=comm, other=other), reason
-    tap = comm.tap if isinstance(comm, MeshCommunicator) else None
-    return DirectPeer(sock=sock, spin_s=spin_s, tap=tap, other=other), None
+    tap = comm.tap if tls is not None and isinstance(comm, MeshCommunicator) else None
+    return DirectPeer(sock=sock, spin_s=spin_s, timeout_s=timeout_s, tap=tap, other=other), None
 
 
 def link_encrypted(comm: Communicator, peer: Peer) -> bool:
@@ -128,7 +140,12 @@ def link_encrypted(comm: Communicator, peer: Peer) -> bool:
     messages between two parties joined by TLS."""
     if isinstance(peer, DirectPeer):
         return isinstance(peer.sock, ssl.SSLSocket)
-    return isinstance(peer, CommPeer) and tls_to(comm, peer.other) is not None
+    if not isinstance(peer, CommPeer):
+        return False
+    try:
+        return tls_to(comm, peer.other) is not None
+    except UnknownParties:
+        return False
 
 
 def _accept(

@@ -24,9 +24,13 @@ from dataclasses import dataclass, field
 import torch
 
 from tessera_ml.comm.base import Communicator
+from tessera_ml.comm.links import LinkError
 
 _HEADER = struct.Struct("<q")
 SOCKET_BUFFER = 4 << 20
+TIMEOUT_S = 300.0
+"""How long a rank waits for the other's message: as long as the communicator's collectives
+wait by default."""
 SPIN_S = 300e-6
 """How long a rank on the direct link keeps retrying a round before it sleeps in ``poll``.
 Waking a sleeping rank can take longer than the other rank's message takes to arrive (on
@@ -108,7 +112,7 @@ class DirectPeer(Peer):
     ``tap``, for tests that look for plaintext on the wire)."""
 
     sock: socket.socket | None = None
-    timeout_s: float = 120.0
+    timeout_s: float = TIMEOUT_S
     spin_s: float = SPIN_S
     tap: Callable[[int, memoryview], None] | None = None
     other: int = -1
@@ -132,7 +136,7 @@ class DirectPeer(Peer):
         try:
             return self._swap_bytes(mine)
         except ssl.SSLError as exc:
-            raise ConnectionError(f"the link to the other rank failed: {exc}") from exc
+            raise LinkError(f"the link to the other rank failed: {exc}") from exc
 
     def _swap_bytes(self, mine: list[torch.Tensor]) -> list[torch.Tensor]:
         sock, readable = self.sock, self._readable
@@ -170,7 +174,7 @@ class DirectPeer(Peer):
                     except ssl.SSLWantWriteError:
                         n, wait_out = -1, True
                 if n == 0:
-                    raise ConnectionError("the other rank closed the link")
+                    raise LinkError("the peer closed the link")
                 if n > 0:
                     got, moved = got + n, True
             if moved:

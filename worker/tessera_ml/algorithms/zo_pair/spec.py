@@ -53,10 +53,10 @@ class ZoPairConfig(AlgorithmConfig):
     )
     link: Literal["direct", "communicator"] = Field(
         default="direct",
-        description="How the two processors of a two-processor job exchange their losses: "
-        "direct, a connection of their own (TLS 1.3 between parties; falls back to the "
-        "communicator if it cannot be made); communicator, the job's all-gather. More "
-        "processors all-gather over the communicator",
+        description="How the two processors of a two-processor job on CPUs exchange their "
+        "losses: direct, a connection of their own (TLS 1.3 between parties; falls back to "
+        "the communicator if it cannot be made); communicator, the job's all-gather. More "
+        "processors, and processors on GPUs, all-gather over the communicator",
     )
     model: ModelSpec = Field(
         default_factory=lambda: MLPSpec(hidden=[64]),

@@ -46,12 +46,17 @@ def build_processor(ctx: RankContext, data: Dataset, peer: Peer | None = None) -
 
 def pair_link(ctx: RankContext) -> Peer | None:
     """With two processors on CPUs and ``link: direct``, a connection of their own for the
-    losses (TLS between parties); None where the communicator all-gathers them (more
-    processors, or GPUs, whose communicator is NCCL's)."""
+    losses (TLS between parties); None where the communicator all-gathers them: more
+    processors, or processors on GPUs, whose losses live on the device."""
     cfg = ctx.config
     assert isinstance(cfg, ZoPairConfig)
     processors = ctx.ranks_of(PROCESSOR)
-    if len(processors) != 2 or cfg.link != "direct" or ctx.device.type != "cpu":
+    if len(processors) != 2 or cfg.link != "direct":
+        return None
+    if ctx.device.type != "cpu":
+        ctx.reporter.log(
+            "the direct link is for processors on CPUs; the losses go over the communicator"
+        )
         return None
     index = ctx.slot.role_rank
     peer, fell_back = open_link(ctx.comm, index, processors[1 - index], "direct")

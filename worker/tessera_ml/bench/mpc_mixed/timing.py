@@ -3,7 +3,7 @@
 ``python -m tessera_ml.bench.mpc_mixed.timing [--steps 40] [--batch 128] [--hidden 64]
 [--spin-us 300] [--comparison tree|fan_in] [--all64-truncation local|masked]`` runs the two
 compute parties of the digits MLP with batch norm as two processes joined by the direct link
-(``link.open_link``), as a job does, but without the dealer, features and labels ranks: both
+(``pair_link.open_link``), as a job does, but without the dealer, features and labels ranks: both
 processes draw every step's material from one seed before the step, so no step waits for
 material, and nothing here is secret (a timing tool, not a protocol). The two modes take turns
 step by step in the same processes, so a change in the machine's load reaches both alike.

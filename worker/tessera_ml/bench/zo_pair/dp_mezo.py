@@ -37,6 +37,8 @@ class DataParallelMezo(MezoStep):
         super().__init__(model, epsilon=epsilon, lr=lr, task=task, distribution=distribution)
         self.comm, self.group, self.peer = comm, group, peer
         self.size = group.size if group is not None else comm.world_size
+        if peer is not None and self.size != 2:
+            raise ValueError(f"a peer sums two processes' scalars, not {self.size}")
         self.index = group.index(comm.rank) if group is not None else comm.rank
 
     def share(self, x: torch.Tensor) -> torch.Tensor:
