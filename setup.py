@@ -1,5 +1,6 @@
-"""The compiled core of param_server's embedding table. Optional: where it cannot be built the
-install still succeeds and the table runs on torch operations alone."""
+"""Compiled cores: param_server's embedding table and zo_pair's sign stream. Both are optional:
+where they cannot be built the install still succeeds and torch operations do the same work
+(the same numbers, for zo_pair's z)."""
 
 from setuptools import Extension, setup
 
@@ -11,6 +12,13 @@ setup(
             extra_compile_args=["-O3", "-std=gnu11", "-ffp-contract=off", "-pthread"],
             extra_link_args=["-pthread"],
             optional=True,
-        )
+        ),
+        Extension(
+            "tessera_ml.algorithms.zo_pair._native_signs",
+            sources=["worker/tessera_ml/algorithms/zo_pair/native_signs.c"],
+            extra_compile_args=["-O3", "-std=gnu11", "-ffp-contract=off", "-pthread"],
+            extra_link_args=["-pthread"],
+            optional=True,
+        ),
     ]
 )

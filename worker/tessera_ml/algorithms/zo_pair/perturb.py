@@ -6,15 +6,14 @@ only one module's perturbed weights exist at a time. A linear layer goes further
 W ± εz a block of rows at a time and multiplies each block as soon as it is formed, so neither
 z nor the perturbed matrix ever exists whole. ``apply_update`` regenerates the same z to take
 the SGD step, again a piece at a time. A processor therefore generates z twice per step
-(shared directions), and each pass reads and writes the weights once while z stays in cache.
+(shared directions), and each pass reads and writes the weights once.
 
 z is either ``gaussian`` (standard normal, as in MeZO) or ``rademacher`` (independent ±1 signs, the
 classic SPSA direction; E[z zᵀ] = I as for the Gaussian). On CPU a Gaussian costs one 32-bit draw
-of the Mersenne twister and a Box-Muller transform per weight; a Rademacher sign costs one bit, so
-32 signs come from one draw and are expanded eight at a time through a 256-row table. Rademacher
-z on CPU comes in pieces of whole 32-sign words, which continue one generator stream, so the
-pieces put together are exactly the whole z; Gaussian z, and any z on a GPU, comes whole (torch's
-normal sampler and CUDA generators do not give the same numbers when asked in pieces).
+of the Mersenne twister and a Box-Muller transform per weight, and comes whole (torch's normal
+sampler does not give the same numbers when asked in pieces). A Rademacher sign costs one bit of
+a counter-based stream (``signs.py``), so any range of z can be formed on its own, on any
+device, and ``W + a·z`` is written in one pass without z ever being stored.
 """
 
 from __future__ import annotations
@@ -29,21 +28,13 @@ from torch import nn
 from torch.nn import functional as F
 
 from tessera_ml.algorithms.zo_pair.seeds import mix
+from tessera_ml.algorithms.zo_pair.signs import add_signs
 from tessera_ml.algorithms.zo_pair.spec import Distribution
 
 DISTRIBUTIONS: tuple[Distribution, ...] = get_args(Distribution)
 
 PIECE = 1 << 19
 """Elements of z formed at once (2 MiB of float32): a piece is consumed while still in cache."""
-
-_WORD = 32
-"""Signs per random word: Rademacher pieces start on word boundaries."""
-
-
-def _sign_table(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """Row b holds the eight signs of byte b: +1 where bit i of b is set, -1 where it is not."""
-    bits = (torch.arange(256).unsqueeze(1) >> torch.arange(8)) & 1
-    return (bits * 2 - 1).to(dtype=dtype, device=device)
 
 
 @dataclass
@@ -55,7 +46,6 @@ class ZSource:
     generated: int = 0
     piece: int = PIECE
     _generators: dict[torch.device, torch.Generator] = field(default_factory=dict)
-    _tables: dict[tuple[torch.dtype, torch.device], torch.Tensor] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.distribution not in DISTRIBUTIONS:
@@ -71,25 +61,21 @@ class ZSource:
     def draw(self, seed: int, index: int) -> torch.Tensor:
         """The whole z of one parameter, in a tensor of its own."""
         p = self.params[index]
-        pieces = self.pieces(seed, index)
-        offset, first = next(pieces, (0, p.detach().new_empty(0)))
-        if first.numel() == p.numel():
-            return first.view(p.shape)  # one piece: its buffer is this draw's alone
+        if self.distribution == "gaussian":
+            return self._gaussian(seed, index).view(p.shape)
         z = torch.empty(p.numel(), dtype=p.dtype, device=p.device)
-        z[: first.numel()] = first
-        for offset, piece in pieces:
-            z[offset : offset + piece.numel()] = piece
-        return z.view(p.shape)
+        return self.combine(z, None, seed, index, 0, 1.0).view(p.shape)
 
     def whole(self, index: int) -> bool:
         """Whether parameter ``index``'s z comes in a single piece."""
-        p = self.params[index]
-        return not self._piecewise(p) or p.numel() <= self.piece
+        return self.distribution == "gaussian" or self.params[index].numel() <= self.piece
 
-    def _piecewise(self, p: torch.Tensor) -> bool:
-        """Rademacher z on CPU, whose generator gives the same stream asked whole or in pieces
-        (a CUDA generator advances by an amount that depends on each request's size)."""
-        return self.distribution == "rademacher" and p.device.type == "cpu"
+    def ranges(self, index: int, row: int = 1) -> Iterator[tuple[int, int]]:
+        """(offset, count) of parameter ``index``'s pieces, each of whole rows of ``row``."""
+        n = self.params[index].numel()
+        size = n if self.whole(index) else min(max(self.piece // row, 1) * row, n)
+        for offset in range(0, n, max(size, 1)):
+            yield offset, min(size, n - offset)
 
     def pieces(self, seed: int, index: int, row: int = 1) -> Iterator[tuple[int, torch.Tensor]]:
         """z of parameter ``index`` in order, as (offset into the flattened parameter, piece).
@@ -98,50 +84,61 @@ class ZSource:
         overwrites: use it before asking for the next.
         """
         p = self.params[index]
-        gen = self._generators.get(p.device)
-        if gen is None:
-            gen = self._generators[p.device] = torch.Generator(device=p.device)
-        gen.manual_seed(mix(seed, index))
-        n = p.numel()
-        self.generated += n
         if self.distribution == "gaussian":
-            yield 0, torch.randn(n, generator=gen, device=p.device, dtype=p.dtype)
+            yield 0, self._gaussian(seed, index)
             return
-        rows = max(self.piece // (row * _WORD), 1) * _WORD
-        size = min(rows * row, n) if self._piecewise(p) else n
-        if size == 0:
-            return
-        words = torch.empty((size + _WORD - 1) // _WORD, dtype=torch.int64, device=p.device)
-        signs = torch.empty(words.numel() * _WORD, dtype=p.dtype, device=p.device)
-        for offset in range(0, n, size):
-            count = min(size, n - offset)
-            yield offset, self._signs(p, gen, count, words, signs)
+        buffer: torch.Tensor | None = None
+        for offset, count in self.ranges(index, row):
+            if buffer is None:
+                buffer = torch.empty(count, dtype=p.dtype, device=p.device)
+            yield offset, self.combine(buffer[:count], None, seed, index, offset, 1.0)
 
-    def _signs(
+    def combine(
         self,
-        p: torch.Tensor,
-        gen: torch.Generator,
-        count: int,
-        words: torch.Tensor,
-        signs: torch.Tensor,
+        out: torch.Tensor,
+        base: torch.Tensor | None,
+        seed: int,
+        index: int,
+        start: int,
+        alpha: float,
     ) -> torch.Tensor:
-        key = (p.dtype, p.device)
-        table = self._tables.get(key)
-        if table is None:
-            table = self._tables[key] = _sign_table(p.dtype, p.device)
-        used = words[: (count + _WORD - 1) // _WORD]
-        used.random_(0, 1 << 32, generator=gen)
-        # each word's low 32 bits are random: its four bytes give 32 signs
-        octets = used.to(torch.int32).view(torch.uint8).to(torch.int32)
-        out = signs[: octets.numel() * 8]
-        torch.index_select(table, 0, octets, out=out.view(-1, 8))
-        return out[:count]
+        """``out = base + alpha·z[start : start + out.numel()]`` for flat ``out`` and ``base``
+        (Rademacher z; ``out`` may be ``base``)."""
+        if self.distribution != "rademacher":
+            raise ValueError("only Rademacher z can be formed a range at a time")
+        self.generated += out.numel()
+        return add_signs(out, base, mix(seed, index), start, alpha)
+
+    def perturbed(self, base: torch.Tensor, seed: int, index: int, alpha: float) -> torch.Tensor:
+        """A new contiguous tensor ``base + alpha·z`` of parameter ``index``'s shape."""
+        if self.distribution == "gaussian":
+            z = self.draw(seed, index)
+            return torch.add(base, z, alpha=alpha, out=z)
+        out = torch.empty(base.numel(), dtype=base.dtype, device=base.device)
+        flat = base.reshape(-1)
+        for offset, count in self.ranges(index):
+            end = offset + count
+            self.combine(out[offset:end], flat[offset:end], seed, index, offset, alpha)
+        return out.view(base.shape)
 
     def add_to(self, target: torch.Tensor, seed: int, index: int, alpha: float) -> None:
         """``target += alpha · z`` for parameter ``index``, in place, a piece at a time."""
         flat = target.view(-1)
-        for offset, piece in self.pieces(seed, index):
-            flat[offset : offset + piece.numel()].add_(piece, alpha=alpha)
+        if self.distribution == "gaussian":
+            flat.add_(self._gaussian(seed, index), alpha=alpha)
+            return
+        for offset, count in self.ranges(index):
+            part = flat[offset : offset + count]
+            self.combine(part, part, seed, index, offset, alpha)
+
+    def _gaussian(self, seed: int, index: int) -> torch.Tensor:
+        p = self.params[index]
+        gen = self._generators.get(p.device)
+        if gen is None:
+            gen = self._generators[p.device] = torch.Generator(device=p.device)
+        gen.manual_seed(mix(seed, index))
+        self.generated += p.numel()
+        return torch.randn(p.numel(), generator=gen, device=p.device, dtype=p.dtype)
 
     @property
     def generations(self) -> float:
@@ -211,21 +208,21 @@ class PerturbedForward:
         weight: torch.Tensor = module.weight
         bias: torch.Tensor | None = module.bias
         out_features, in_features = weight.shape
-        rows_in = x.reshape(-1, in_features).t()
+        source, seed, scale = self.source, self.seed, self.scale
         if bias is not None and bias.requires_grad:
-            z_bias = self.source.draw(self.seed, self.source.index(bias))
-            bias = torch.add(bias, z_bias, alpha=self.scale, out=z_bias)
-        if self.source.whole(self.source.index(weight)):
-            z = self.source.draw(self.seed, self.source.index(weight))
-            return F.linear(x, torch.add(weight, z, alpha=self.scale, out=z), bias)
+            bias = source.perturbed(bias, seed, source.index(bias), scale)
+        index = source.index(weight)
+        if source.whole(index):
+            return F.linear(x, source.perturbed(weight, seed, index, scale), bias)
+        rows_in = x.reshape(-1, in_features).t()
         flat = weight.reshape(-1)
         out_t = torch.empty(out_features, rows_in.shape[1], dtype=x.dtype, device=x.device)
         block: torch.Tensor | None = None
-        for offset, z in self.source.pieces(self.seed, self.source.index(weight), in_features):
-            count = z.numel()
+        for offset, count in source.ranges(index, in_features):
             if block is None:
-                block = torch.empty_like(z)
-            rows = torch.add(flat[offset : offset + count], z, alpha=self.scale, out=block[:count])
+                block = torch.empty(count, dtype=weight.dtype, device=weight.device)
+            end = offset + count
+            rows = source.combine(block[:count], flat[offset:end], seed, index, offset, scale)
             first = offset // in_features
             out = out_t[first : first + count // in_features]
             if bias is None:
@@ -243,12 +240,7 @@ class PerturbedForward:
         self._saved[id(module)] = {"module": module, "params": saved}
 
     def _perturbed(self, p: torch.Tensor) -> torch.Tensor:
-        out = torch.empty_like(p, memory_format=torch.contiguous_format)
-        flat, source = out.view(-1), p.reshape(-1)
-        for offset, z in self.source.pieces(self.seed, self.source.index(p)):
-            end = offset + z.numel()
-            torch.add(source[offset:end], z, alpha=self.scale, out=flat[offset:end])
-        return out
+        return self.source.perturbed(p, self.seed, self.source.index(p), self.scale)
 
     def _swap_out(self, module: nn.Module, args: Any, output: Any) -> None:
         entry = self._saved.pop(id(module), None)

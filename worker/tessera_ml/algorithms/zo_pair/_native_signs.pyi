@@ -1,0 +1,12 @@
+def add(
+    out: int,
+    base: int,
+    n: int,
+    start: int,
+    key: int,
+    alpha: float,
+    is_double: bool,
+    threads: int,
+    /,
+) -> None: ...
+def word(key: int, j: int, /) -> int: ...

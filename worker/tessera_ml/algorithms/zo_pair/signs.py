@@ -1,0 +1,118 @@
+"""The Rademacher stream: ±1 signs of which any range can be formed on its own.
+
+Element e of the stream of key k is +1 where bit ``e mod 64`` of word ``e // 64`` is set and -1
+where it is not. Word j is the splitmix64 output for the state ``k + (j + 1)·g`` (g the golden
+ratio constant 0x9E3779B97F4A7C15): the generator behind Java's ``SplittableRandom``, which
+passes BigCrush. Being counter-based, a range starting anywhere costs only its own words, and
+the same key gives the same signs on any device and in any order of ranges.
+
+``add_signs`` writes ``base + alpha·z`` for a range in one pass through the compiled core
+(``native_signs.c``) for contiguous CPU float32 and float64 tensors, on as many threads as
+torch's own operations use, and through torch operations (the same numbers) otherwise or where
+the core is not built.
+"""
+
+from __future__ import annotations
+
+import torch
+
+try:
+    from tessera_ml.algorithms.zo_pair import _native_signs as _core
+
+    UNAVAILABLE = ""
+except ImportError as exc:  # built without a compiler: torch operations give the same signs
+    _core = None  # type: ignore[assignment]
+    UNAVAILABLE = str(exc)
+
+WORD = 64
+_MASK = (1 << 64) - 1
+_GOLDEN = 0x9E3779B97F4A7C15
+_MUL1 = 0xBF58476D1CE4E5B9
+_MUL2 = 0x94D049BB133111EB
+_NATIVE_DTYPES = (torch.float32, torch.float64)
+
+
+def available() -> bool:
+    return _core is not None
+
+
+def word(key: int, j: int) -> int:
+    """Word ``j`` of the stream of ``key``, in Python integers (the definition)."""
+    z = (key + (j + 1) * _GOLDEN) & _MASK
+    z = ((z ^ (z >> 30)) * _MUL1) & _MASK
+    z = ((z ^ (z >> 27)) * _MUL2) & _MASK
+    return z ^ (z >> 31)
+
+
+def _signed(value: int) -> int:
+    """The int64 holding the same 64 bits as ``value``."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _shift_right(z: torch.Tensor, bits: int) -> torch.Tensor:
+    """Logical shift of int64 words (torch's ``>>`` copies the sign bit)."""
+    return (z >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def _sign_table(dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Row b holds the eight signs of byte b: +1 where bit i of b is set, -1 where it is not."""
+    bits = (torch.arange(256).unsqueeze(1) >> torch.arange(8)) & 1
+    return (bits * 2 - 1).to(dtype=dtype, device=device)
+
+
+_tables: dict[tuple[torch.dtype, torch.device], torch.Tensor] = {}
+
+
+def torch_signs(
+    key: int, start: int, count: int, dtype: torch.dtype, device: torch.device
+) -> torch.Tensor:
+    """Elements ``[start, start + count)`` of the stream, by torch operations on ``device``."""
+    if count <= 0:
+        return torch.empty(0, dtype=dtype, device=device)
+    first, last = start // WORD, (start + count - 1) // WORD
+    z = torch.arange(first + 1, last + 2, dtype=torch.int64, device=device)
+    # int64 products wrap around: the arithmetic is modulo 2^64, as in the definition
+    z = z * _signed(_GOLDEN) + _signed(key & _MASK)
+    z = (z ^ _shift_right(z, 30)) * _signed(_MUL1)
+    z = (z ^ _shift_right(z, 27)) * _signed(_MUL2)
+    z = z ^ _shift_right(z, 31)
+    octets = (z.unsqueeze(1) >> torch.arange(0, WORD, 8, device=device)) & 0xFF
+    table = _tables.get((dtype, torch.device(device)))
+    if table is None:
+        table = _tables[(dtype, torch.device(device))] = _sign_table(dtype, device)
+    signs = table[octets.reshape(-1)].reshape(-1)
+    offset = start - first * WORD
+    return signs[offset : offset + count]
+
+
+def add_signs(
+    out: torch.Tensor,
+    base: torch.Tensor | None,
+    key: int,
+    start: int,
+    alpha: float,
+) -> torch.Tensor:
+    """``out = base + alpha·z[start : start + out.numel()]`` (``alpha·z`` without a base).
+
+    ``out`` and ``base`` are flat, of one dtype and device; ``out`` may be ``base``.
+    """
+    n = out.numel()
+    if base is not None and (base.numel() != n or base.dtype != out.dtype):
+        raise ValueError("base must match out in size and dtype")
+    native = (
+        _core is not None
+        and out.device.type == "cpu"
+        and out.dtype in _NATIVE_DTYPES
+        and out.is_contiguous()
+        and (base is None or (base.device.type == "cpu" and base.is_contiguous()))
+    )
+    if native:
+        base_address = 0 if base is None else base.data_ptr()
+        is_double = out.dtype == torch.float64
+        threads = torch.get_num_threads()
+        _core.add(out.data_ptr(), base_address, n, start, key & _MASK, alpha, is_double, threads)
+        return out
+    z = torch_signs(key, start, n, out.dtype, out.device)
+    if base is None:
+        return out.copy_(z.mul_(alpha))
+    return torch.add(base, z, alpha=alpha, out=out)
