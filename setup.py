@@ -16,8 +16,7 @@ setup(
         Extension(
             "tessera_ml.algorithms.zo_pair._native_signs",
             sources=["worker/tessera_ml/algorithms/zo_pair/native_signs.c"],
-            extra_compile_args=["-O3", "-std=gnu11", "-ffp-contract=off", "-pthread"],
-            extra_link_args=["-pthread"],
+            extra_compile_args=["-O3", "-std=gnu11", "-ffp-contract=off"],
             optional=True,
         ),
     ]

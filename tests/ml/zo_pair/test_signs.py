@@ -84,17 +84,3 @@ def test_a_gpu_forms_the_same_signs_as_the_cpu() -> None:
             torch.empty(5000, dtype=dtype, device=cuda), base.to(cuda), 9, 3, 0.1
         )
         assert torch.equal(moved.cpu(), signs.add_signs(torch.empty_like(base), base, 9, 3, 0.1))
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_a_range_split_over_threads_gives_the_same_numbers(dtype: torch.dtype) -> None:
-    from tessera_ml.algorithms.zo_pair import _native_signs as core
-
-    n, start, key = 400_003, 29, 0xDEADBEEF
-    base = torch.randn(n, dtype=dtype)
-    expected = torch.add(base, signs.torch_signs(key, start, n, dtype, CPU), alpha=0.25)
-    for threads in (1, 2, 3, 7, 100):
-        out = torch.empty(n, dtype=dtype)
-        double = dtype == torch.float64
-        core.add(out.data_ptr(), base.data_ptr(), n, start, key, 0.25, double, threads)
-        assert torch.equal(out, expected), threads

@@ -6,7 +6,6 @@ def add(
     key: int,
     alpha: float,
     is_double: bool,
-    threads: int,
     /,
 ) -> None: ...
 def word(key: int, j: int, /) -> int: ...

@@ -4,12 +4,11 @@
  * where it is not; word(k, j) is the splitmix64 output for the state k + (j + 1) * golden.
  * Each call covers elements [start, start + n) and writes out[i] = base[i] + alpha * z(start + i)
  * (or alpha * z(start + i) where no base is given), eight elements per byte of a word through a
- * table of the 256 sign patterns times alpha. out may be base. A long range is split over up to
- * `threads` threads, at word boundaries; every element's value is the same however it is split. */
+ * table of the 256 sign patterns times alpha. out may be base. One thread: splitting a range over
+ * two made a two-thread MeZO step slower, not faster, on a 2-core machine. */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
-#include <pthread.h>
 #include <stdint.h>
 
 #define GOLDEN 0x9E3779B97F4A7C15ULL
@@ -58,80 +57,25 @@ static inline int bit_at(uint64_t key, uint64_t e) {
 DEFINE_ADD(add_f32, float)
 DEFINE_ADD(add_f64, double)
 
-#define MIN_PER_THREAD (1 << 16)
-#define MAX_THREADS 64
-
-typedef struct {
-    char *out;
-    const char *base;
-    int64_t n;
-    uint64_t start, key;
-    double alpha;
-    int is_double;
-} Range;
-
-static void run_range(const Range *r) {
-    if (r->is_double)
-        add_f64((double *)r->out, (const double *)r->base, r->n, r->start, r->key, r->alpha);
-    else
-        add_f32((float *)r->out, (const float *)r->base, r->n, r->start, r->key, (float)r->alpha);
-}
-
-static void *run_range_thread(void *arg) {
-    run_range((const Range *)arg);
-    return NULL;
-}
-
-static void run_split(Range whole, int threads) {
-    int64_t most = whole.n / MIN_PER_THREAD;
-    if (threads > most) threads = (int)most;
-    if (threads > MAX_THREADS) threads = MAX_THREADS;
-    if (threads <= 1) {
-        run_range(&whole);
-        return;
-    }
-    size_t size = whole.is_double ? sizeof(double) : sizeof(float);
-    int64_t chunk = ((whole.n + threads - 1) / threads + 63) / 64 * 64;
-    Range parts[MAX_THREADS];
-    pthread_t ids[MAX_THREADS];
-    int started[MAX_THREADS] = {0};
-    int count = 0;
-    for (int64_t done = 0; done < whole.n; done += chunk, count++) {
-        Range *r = &parts[count];
-        *r = whole;
-        r->out = whole.out + (size_t)done * size;
-        r->base = whole.base ? whole.base + (size_t)done * size : NULL;
-        r->n = whole.n - done < chunk ? whole.n - done : chunk;
-        r->start = whole.start + (uint64_t)done;
-    }
-    for (int t = 1; t < count; t++)
-        started[t] = pthread_create(&ids[t], NULL, run_range_thread, &parts[t]) == 0;
-    run_range(&parts[0]);
-    for (int t = 1; t < count; t++) {
-        if (started[t])
-            pthread_join(ids[t], NULL);
-        else
-            run_range(&parts[t]);  /* no thread to be had: this one does the part */
-    }
-}
-
-/* add(out, base, n, start, key, alpha, double, threads): addresses as integers, base 0 for none */
+/* add(out, base, n, start, key, alpha, double): addresses as integers, base 0 for none */
 static PyObject *py_add(PyObject *self, PyObject *args) {
     unsigned long long out, base, start, key;
     Py_ssize_t n;
     double alpha;
-    int is_double, threads;
-    if (!PyArg_ParseTuple(args, "KKnKKdpi", &out, &base, &n, &start, &key, &alpha, &is_double,
-                          &threads))
+    int is_double;
+    if (!PyArg_ParseTuple(args, "KKnKKdp", &out, &base, &n, &start, &key, &alpha, &is_double))
         return NULL;
     if (n < 0) {
         PyErr_SetString(PyExc_ValueError, "n must not be negative");
         return NULL;
     }
-    Range whole = {(char *)(uintptr_t)out, (const char *)(uintptr_t)base, (int64_t)n, start, key,
-                   alpha, is_double};
     Py_BEGIN_ALLOW_THREADS
-    run_split(whole, threads);
+    if (is_double)
+        add_f64((double *)(uintptr_t)out, (const double *)(uintptr_t)base, (int64_t)n, start,
+                key, alpha);
+    else
+        add_f32((float *)(uintptr_t)out, (const float *)(uintptr_t)base, (int64_t)n, start, key,
+                (float)alpha);
     Py_END_ALLOW_THREADS
     Py_RETURN_NONE;
 }

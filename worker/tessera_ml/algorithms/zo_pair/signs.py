@@ -7,9 +7,8 @@ passes BigCrush. Being counter-based, a range starting anywhere costs only its o
 the same key gives the same signs on any device and in any order of ranges.
 
 ``add_signs`` writes ``base + alpha·z`` for a range in one pass through the compiled core
-(``native_signs.c``) for contiguous CPU float32 and float64 tensors, on as many threads as
-torch's own operations use, and through torch operations (the same numbers) otherwise or where
-the core is not built.
+(``native_signs.c``, one thread) for contiguous CPU float32 and float64 tensors, and through
+torch operations (the same numbers) otherwise or where the core is not built.
 """
 
 from __future__ import annotations
@@ -109,8 +108,7 @@ def add_signs(
     if native:
         base_address = 0 if base is None else base.data_ptr()
         is_double = out.dtype == torch.float64
-        threads = torch.get_num_threads()
-        _core.add(out.data_ptr(), base_address, n, start, key & _MASK, alpha, is_double, threads)
+        _core.add(out.data_ptr(), base_address, n, start, key & _MASK, alpha, is_double)
         return out
     z = torch_signs(key, start, n, out.dtype, out.device)
     if base is None:
