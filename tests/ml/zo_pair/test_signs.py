@@ -58,6 +58,18 @@ def test_compiled_and_torch_ranges_give_the_same_numbers(dtype: torch.dtype) -> 
     assert torch.equal(strided, whole)
 
 
+def test_without_the_core_torch_forms_long_ranges_chunk_by_chunk(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    n = signs.CHUNK + 1000
+    base = torch.randn(n)
+    compiled = signs.add_signs(torch.empty(n), base, 31, 17, 0.5)
+    monkeypatch.setattr(signs, "_core", None)
+    assert torch.equal(signs.add_signs(torch.empty(n), base, 31, 17, 0.5), compiled)
+    in_place = base.clone()
+    assert torch.equal(signs.add_signs(in_place, in_place, 31, 17, 0.5), compiled)
+
+
 def test_ranges_put_together_are_the_stream() -> None:
     whole = signs.torch_signs(5, 0, 1000, torch.float32, CPU)
     cuts = [0, 1, 9, 64, 65, 200, 999, 1000]

@@ -42,11 +42,13 @@ static inline int bit_at(uint64_t key, uint64_t e) {
                 word = word_at(key, current);                                                  \
             }                                                                                  \
             const T *t = table[(word >> (e & 63)) & 0xFF];                                     \
+            T sum[8]; /* all loads before any store: out may be base, and this vectorises */   \
             if (base) {                                                                        \
-                for (int k = 0; k < 8; k++) out[i + k] = base[i + k] + t[k];                   \
+                for (int k = 0; k < 8; k++) sum[k] = base[i + k] + t[k];                       \
             } else {                                                                           \
-                for (int k = 0; k < 8; k++) out[i + k] = t[k];                                 \
+                for (int k = 0; k < 8; k++) sum[k] = t[k];                                     \
             }                                                                                  \
+            for (int k = 0; k < 8; k++) out[i + k] = sum[k];                                   \
         }                                                                                      \
         for (; i < n; i++) {                                                                   \
             T s = bit_at(key, start + (uint64_t)i) ? alpha : -alpha;                           \

@@ -115,21 +115,15 @@ class ZSource:
             z = self.draw(seed, index)
             return torch.add(base, z, alpha=alpha, out=z)
         out = torch.empty(base.numel(), dtype=base.dtype, device=base.device)
-        flat = base.reshape(-1)
-        for offset, count in self.ranges(index):
-            end = offset + count
-            self.combine(out[offset:end], flat[offset:end], seed, index, offset, alpha)
-        return out.view(base.shape)
+        return self.combine(out, base.reshape(-1), seed, index, 0, alpha).view(base.shape)
 
     def add_to(self, target: torch.Tensor, seed: int, index: int, alpha: float) -> None:
-        """``target += alpha · z`` for parameter ``index``, in place, a piece at a time."""
+        """``target += alpha · z`` for parameter ``index``, in place."""
         flat = target.view(-1)
         if self.distribution == "gaussian":
             flat.add_(self._gaussian(seed, index), alpha=alpha)
-            return
-        for offset, count in self.ranges(index):
-            part = flat[offset : offset + count]
-            self.combine(part, part, seed, index, offset, alpha)
+        else:
+            self.combine(flat, flat, seed, index, 0, alpha)
 
     def _gaussian(self, seed: int, index: int) -> torch.Tensor:
         p = self.params[index]

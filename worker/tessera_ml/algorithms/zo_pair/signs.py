@@ -29,6 +29,8 @@ _GOLDEN = 0x9E3779B97F4A7C15
 _MUL1 = 0xBF58476D1CE4E5B9
 _MUL2 = 0x94D049BB133111EB
 _NATIVE_DTYPES = (torch.float32, torch.float64)
+CHUNK = 1 << 19
+"""Elements formed at once by torch operations (2 MiB of float32 signs)."""
 
 
 def available() -> bool:
@@ -93,24 +95,28 @@ def add_signs(
 ) -> torch.Tensor:
     """``out = base + alpha·z[start : start + out.numel()]`` (``alpha·z`` without a base).
 
-    ``out`` and ``base`` are flat, of one dtype and device; ``out`` may be ``base``.
+    ``out`` and ``base`` are flat, of one dtype and device; ``out`` may be ``base``. Through
+    torch operations the range is formed ``CHUNK`` elements at a time.
     """
     n = out.numel()
     if base is not None and (base.numel() != n or base.dtype != out.dtype):
         raise ValueError("base must match out in size and dtype")
-    native = (
+    if (
         _core is not None
         and out.device.type == "cpu"
         and out.dtype in _NATIVE_DTYPES
         and out.is_contiguous()
         and (base is None or (base.device.type == "cpu" and base.is_contiguous()))
-    )
-    if native:
+    ):
         base_address = 0 if base is None else base.data_ptr()
         is_double = out.dtype == torch.float64
         _core.add(out.data_ptr(), base_address, n, start, key & _MASK, alpha, is_double)
         return out
-    z = torch_signs(key, start, n, out.dtype, out.device)
-    if base is None:
-        return out.copy_(z.mul_(alpha))
-    return torch.add(base, z, alpha=alpha, out=out)
+    for offset in range(0, n, CHUNK):
+        end = min(offset + CHUNK, n)
+        z = torch_signs(key, start + offset, end - offset, out.dtype, out.device)
+        if base is None:
+            out[offset:end].copy_(z.mul_(alpha))
+        else:
+            torch.add(base[offset:end], z, alpha=alpha, out=out[offset:end])
+    return out
