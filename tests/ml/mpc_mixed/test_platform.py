@@ -14,7 +14,7 @@ from tessera_ml.comm import pair_link as link
 from tessera_ml.comm.base import Communicator
 from tessera_ml.worlds import entry_point, rank_context, run_algorithm, run_world
 
-from .test_link_tls import _closed
+from ..test_pair_link_tls import _closed
 from .test_spec import BASE
 
 

@@ -1,6 +1,6 @@
-"""The compute parties' direct link on worlds wired as the platform wires them: TLS 1.3 between
-the parties, each proving its party with its certificate of the attempt, and strangers at party
-0's listener that cannot keep party 1 out."""
+"""The direct link between two ranks on worlds wired as the platform wires them: TLS 1.3 between
+the parties, each end proving its party with its certificate of the attempt, and strangers at
+end 0's listener that cannot keep end 1 out."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from tessera_ml.comm.peer import CommPeer, DirectPeer
 from tessera_ml.security.tls import peer_identity
 from tessera_ml.worlds import run_world
 
-from .test_link import _messages
+from .test_pair_link import _messages
 
 WAIT_S = 60.0
 """A bound on the strangers' reads, so a broken test fails instead of hanging."""

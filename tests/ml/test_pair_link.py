@@ -1,4 +1,4 @@
-"""The compute parties' direct link, on real gloo worlds of two ranks."""
+"""The direct link between two ranks (`comm/pair_link.py`), on real gloo worlds of two ranks."""
 
 from __future__ import annotations
 
