@@ -14,6 +14,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     TESSERA_HOME=/data
+# a C compiler for the compiled cores (param_server's table, zo_pair's sign stream)
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends gcc libc6-dev \
+    && rm -rf /var/lib/apt/lists/*
 RUN useradd --create-home --uid 1000 tessera \
     && mkdir -p /data && chown tessera:tessera /data
 WORKDIR /app
@@ -25,7 +29,10 @@ COPY worker/ worker/
 COPY migrations/ migrations/
 COPY docs/ docs/
 # editable, so the migrations and the dashboard are found next to the packages
-RUN pip install -e .
+RUN pip install -e . \
+    && python -c "from tessera_ml.algorithms.param_server import native; \
+from tessera_ml.algorithms.zo_pair import signs; \
+assert native.available() and signs.available(), 'the compiled cores did not build'"
 COPY --from=dashboard /src/frontend/dist/ frontend/dist/
 USER tessera
 VOLUME ["/data"]

@@ -79,9 +79,26 @@ def test_ranges_put_together_are_the_stream() -> None:
     assert set(whole.unique().tolist()) == {-1.0, 1.0}
 
 
-def test_a_base_of_another_size_is_refused() -> None:
+def test_a_base_of_another_size_a_negative_start_or_an_infinite_alpha_is_refused() -> None:
     with pytest.raises(ValueError, match="base"):
         signs.add_signs(torch.empty(4), torch.empty(5), 1, 0, 1.0)
+    with pytest.raises(ValueError, match="start"):
+        signs.add_signs(torch.empty(4), None, 1, -1, 1.0)
+    for alpha in (float("inf"), float("nan")):
+        with pytest.raises(ValueError, match="alpha"):
+            signs.add_signs(torch.empty(4), None, 1, 0, alpha)
+
+
+def test_overlapping_ranges_and_tensors_autograd_watches_are_left_to_torch() -> None:
+    buffer = torch.randn(300)
+    with pytest.raises(RuntimeError, match="memory location"):
+        signs.add_signs(buffer[1:], buffer[:-1], 3, 0, 1.0)
+    weight = torch.zeros(100, requires_grad=True)
+    with pytest.raises(RuntimeError, match="requires grad"):
+        signs.add_signs(weight, weight, 3, 0, 1.0)
+    with torch.no_grad():
+        signs.add_signs(weight, weight, 3, 0, 1.0)
+    assert torch.equal(weight.detach(), signs.torch_signs(3, 0, 100, torch.float32, CPU))
 
 
 @pytest.mark.gpu

@@ -67,8 +67,11 @@ class ZSource:
         return self.combine(z, None, seed, index, 0, 1.0).view(p.shape)
 
     def whole(self, index: int) -> bool:
-        """Whether parameter ``index``'s z comes in a single piece."""
-        return self.distribution == "gaussian" or self.params[index].numel() <= self.piece
+        """Whether parameter ``index``'s z comes in a single piece: Gaussian z (torch's normal
+        sampler gives other numbers asked in pieces), any z off the CPU (one large product
+        beats many small ones on a GPU), and parameters of at most a piece."""
+        p = self.params[index]
+        return self.distribution == "gaussian" or p.device.type != "cpu" or p.numel() <= self.piece
 
     def ranges(self, index: int, row: int = 1) -> Iterator[tuple[int, int]]:
         """(offset, count) of parameter ``index``'s pieces, each of whole rows of ``row``."""

@@ -13,6 +13,8 @@ torch operations (the same numbers) otherwise or where the core is not built.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 try:
@@ -86,6 +88,21 @@ def torch_signs(
     return signs[offset : offset + count]
 
 
+def _native(out: torch.Tensor, base: torch.Tensor | None) -> bool:
+    """Whether the compiled core may write ``out``: contiguous CPU memory of a dtype it knows,
+    nothing autograd must see, and ``base`` either ``out`` itself or apart from it."""
+    if _core is None or out.device.type != "cpu" or out.dtype not in _NATIVE_DTYPES:
+        return False
+    if not out.is_contiguous() or (out.requires_grad and torch.is_grad_enabled()):
+        return False
+    if base is None or base.data_ptr() == out.data_ptr():
+        return base is None or base.is_contiguous()
+    if base.device.type != "cpu" or not base.is_contiguous():
+        return False
+    size = out.numel() * out.element_size()
+    return base.data_ptr() + size <= out.data_ptr() or out.data_ptr() + size <= base.data_ptr()
+
+
 def add_signs(
     out: torch.Tensor,
     base: torch.Tensor | None,
@@ -101,13 +118,9 @@ def add_signs(
     n = out.numel()
     if base is not None and (base.numel() != n or base.dtype != out.dtype):
         raise ValueError("base must match out in size and dtype")
-    if (
-        _core is not None
-        and out.device.type == "cpu"
-        and out.dtype in _NATIVE_DTYPES
-        and out.is_contiguous()
-        and (base is None or (base.device.type == "cpu" and base.is_contiguous()))
-    ):
+    if start < 0 or not math.isfinite(alpha):
+        raise ValueError(f"need start >= 0 and a finite alpha, got {start} and {alpha}")
+    if _native(out, base):
         base_address = 0 if base is None else base.data_ptr()
         is_double = out.dtype == torch.float64
         _core.add(out.data_ptr(), base_address, n, start, key & _MASK, alpha, is_double)
