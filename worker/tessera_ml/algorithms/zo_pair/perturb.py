@@ -12,8 +12,8 @@ z is either ``gaussian`` (standard normal, as in MeZO) or ``rademacher`` (indepe
 classic SPSA direction; E[z zᵀ] = I as for the Gaussian). On CPU a Gaussian costs one 32-bit draw
 of the Mersenne twister and a Box-Muller transform per weight, and comes whole (torch's normal
 sampler does not give the same numbers when asked in pieces). A Rademacher sign costs one bit of
-a counter-based stream (``signs.py``), so any range of z can be formed on its own, on any
-device, and ``W + a·z`` is written in one pass without z ever being stored.
+a counter-based stream (``signs.py``), the same on any device, so any range of z can be formed
+on its own, and on CPU ``W + a·z`` is written in one pass without z ever being stored.
 """
 
 from __future__ import annotations
