@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
-_MASK = (1 << 64) - 1
+MASK = (1 << 64) - 1
+GAMMA = 0x9E3779B97F4A7C15
+"""splitmix64's state increment (the golden ratio in 64 bits)."""
+MUL1, MUL2 = 0xBF58476D1CE4E5B9, 0x94D049BB133111EB
+
+
+def splitmix64(state: int) -> int:
+    """splitmix64's output for a 64-bit state."""
+    z = state & MASK
+    z = ((z ^ (z >> 30)) * MUL1) & MASK
+    z = ((z ^ (z >> 27)) * MUL2) & MASK
+    return z ^ (z >> 31)
 
 
 def mix(*values: int) -> int:
-    """A 63-bit seed from integers (splitmix64 finalizer chained over the values)."""
-    h = 0x9E3779B97F4A7C15
+    """A 63-bit seed from integers (splitmix64's output chained over the values)."""
+    h = GAMMA
     for v in values:
-        h = (h ^ (v & _MASK)) & _MASK
-        h = (h + 0x9E3779B97F4A7C15) & _MASK
-        h = ((h ^ (h >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
-        h = ((h ^ (h >> 27)) * 0x94D049BB133111EB) & _MASK
-        h ^= h >> 31
+        h = splitmix64((h ^ (v & MASK)) + GAMMA)
     return h >> 1
 
 

@@ -17,6 +17,8 @@ import math
 
 import torch
 
+from tessera_ml.algorithms.zo_pair.seeds import GAMMA, MASK, MUL1, MUL2, splitmix64
+
 try:
     from tessera_ml.algorithms.zo_pair import _native_signs as _core
 
@@ -26,10 +28,6 @@ except ImportError as exc:  # built without a compiler: torch operations give th
     UNAVAILABLE = str(exc)
 
 WORD = 64
-_MASK = (1 << 64) - 1
-_GOLDEN = 0x9E3779B97F4A7C15
-_MUL1 = 0xBF58476D1CE4E5B9
-_MUL2 = 0x94D049BB133111EB
 _NATIVE_DTYPES = (torch.float32, torch.float64)
 CHUNK = 1 << 19
 """Elements formed at once by torch operations (2 MiB of float32 signs)."""
@@ -41,10 +39,7 @@ def available() -> bool:
 
 def word(key: int, j: int) -> int:
     """Word ``j`` of the stream of ``key``, in Python integers (the definition)."""
-    z = (key + (j + 1) * _GOLDEN) & _MASK
-    z = ((z ^ (z >> 30)) * _MUL1) & _MASK
-    z = ((z ^ (z >> 27)) * _MUL2) & _MASK
-    return z ^ (z >> 31)
+    return splitmix64(key + (j + 1) * GAMMA)
 
 
 def _signed(value: int) -> int:
@@ -75,9 +70,9 @@ def torch_signs(
     first, last = start // WORD, (start + count - 1) // WORD
     z = torch.arange(first + 1, last + 2, dtype=torch.int64, device=device)
     # int64 products wrap around: the arithmetic is modulo 2^64, as in the definition
-    z = z * _signed(_GOLDEN) + _signed(key & _MASK)
-    z = (z ^ _shift_right(z, 30)) * _signed(_MUL1)
-    z = (z ^ _shift_right(z, 27)) * _signed(_MUL2)
+    z = z * _signed(GAMMA) + _signed(key & MASK)
+    z = (z ^ _shift_right(z, 30)) * _signed(MUL1)
+    z = (z ^ _shift_right(z, 27)) * _signed(MUL2)
     z = z ^ _shift_right(z, 31)
     octets = (z.unsqueeze(1) >> torch.arange(0, WORD, 8, device=device)) & 0xFF
     table = _tables.get((dtype, torch.device(device)))
@@ -123,7 +118,7 @@ def add_signs(
     if _native(out, base):
         base_address = 0 if base is None else base.data_ptr()
         is_double = out.dtype == torch.float64
-        _core.add(out.data_ptr(), base_address, n, start, key & _MASK, alpha, is_double)
+        _core.add(out.data_ptr(), base_address, n, start, key & MASK, alpha, is_double)
         return out
     for offset in range(0, n, CHUNK):
         end = min(offset + CHUNK, n)
