@@ -185,7 +185,8 @@ def test_rademacher_pieces_put_together_are_the_whole_z(piece: int) -> None:
     for row in (1, 129):
         got = torch.empty(weight.numel())
         offsets = []
-        for offset, z in source.pieces(8, 0, row):
+        for offset, count in source.ranges(0, row):
+            z = source.combine(torch.empty(count), None, 8, 0, offset, 1.0)
             assert offset % row == 0 and (z.numel() % row == 0 or offset + z.numel() == 4773)
             got[offset : offset + z.numel()] = z
             offsets.append(offset)
@@ -224,4 +225,4 @@ def test_z_comes_whole_where_pieces_would_change_it_or_cost_more() -> None:
 def test_an_empty_parameter_draws_an_empty_z() -> None:
     source = ZSource([nn.Parameter(torch.zeros(0, 3))], "rademacher")
     assert source.draw(1, 0).shape == (0, 3)
-    assert list(source.pieces(1, 0)) == []
+    assert list(source.ranges(0)) == []

@@ -80,22 +80,6 @@ class ZSource:
         for offset in range(0, n, max(size, 1)):
             yield offset, min(size, n - offset)
 
-    def pieces(self, seed: int, index: int, row: int = 1) -> Iterator[tuple[int, torch.Tensor]]:
-        """z of parameter ``index`` in order, as (offset into the flattened parameter, piece).
-
-        A piece holds whole rows of ``row`` elements and lives in a buffer the next piece
-        overwrites: use it before asking for the next.
-        """
-        p = self.params[index]
-        if self.distribution == "gaussian":
-            yield 0, self._gaussian(seed, index)
-            return
-        buffer: torch.Tensor | None = None
-        for offset, count in self.ranges(index, row):
-            if buffer is None:
-                buffer = torch.empty(count, dtype=p.dtype, device=p.device)
-            yield offset, self.combine(buffer[:count], None, seed, index, offset, 1.0)
-
     def combine(
         self,
         out: torch.Tensor,
