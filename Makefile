@@ -2,8 +2,10 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
-# the install also compiles param_server's table and zo_pair's sign stream (setup.py), so their sources are in the stamp
-BUILD_FILES := pyproject.toml setup.py worker/tessera_ml/algorithms/param_server/native_table.c worker/tessera_ml/algorithms/zo_pair/native_signs.c
+# the install also compiles param_server's table and zo_pair's sign stream (setup.py), so
+# their sources are in the stamp
+BUILD_FILES := pyproject.toml setup.py worker/tessera_ml/algorithms/param_server/native_table.c \
+	worker/tessera_ml/algorithms/zo_pair/native_signs.c
 STAMP := $(VENV)/.installed-$(shell cat $(BUILD_FILES) | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
 # where pip looks for torch: empty for pip's own index; a machine whose index serves the CUDA
