@@ -92,12 +92,11 @@ the rendezvous store (measured: 7 to 9 KiB)."""
 
 def accounted_leaving(outcomes: list[RankOutcome], host: list[int], h: int) -> int:
     """What host ``h``'s ranks accounted as sent to other hosts: messages to ranks elsewhere,
-    every collective (whose ranks here span parties, so hosts), and what ranks sent over a direct
-    pair link (``mpc_mixed``'s compute parties, a two-processor ``zo_pair``'s processors)."""
+    those over a direct pair link included (``mpc_mixed``'s compute parties, a two-processor
+    ``zo_pair``'s processors), and every collective (whose ranks here span parties, so hosts)."""
     mine = [o for o in outcomes if host[o.rank] == h]
     to_others = sum(b for o in mine for peer, b in o.sent_to.items() if host[peer] != h)
-    direct = sum(o.result.get("direct_link_bytes_sent", 0) for o in mine)
-    return to_others + sum(o.group_sent for o in mine) + direct
+    return to_others + sum(o.group_sent for o in mine)
 
 
 @pytest.mark.parametrize("name", sorted(JOBS))

@@ -68,6 +68,7 @@ def _jobs(comm: Communicator, assignments: list[dict[str, Any]]) -> dict[str, An
         out[name] = {
             "result": outcome.result,
             "bytes_sent": [p.value for p in outcome.points if p.name == "bytes_sent"],
+            "sent_to": outcome.sent_to,
             "warnings": [line for line in outcome.lines if "direct link" in str(line)],
         }
     return out
@@ -121,6 +122,10 @@ def test_the_link_carries_two_float32_losses_a_step_and_is_counted(
             total = CHECKSUM + LINK_SETUP[run][rank] + STEPS * 8
             assert sent[-1] == r[run]["result"]["bytes_sent"] == total
             assert r[run]["result"]["direct_link_bytes_sent"] == OVER_LINK[run]
+            # per peer too (the dashboard's traffic matrix): what went to the other processor,
+            # the link's losses included; without the link the losses are an all-gather's
+            to_other = LINK_SETUP[run][rank] + OVER_LINK[run]
+            assert r[run]["sent_to"] == ({1 - rank: to_other} if to_other else {})
 
 
 def test_the_link_is_tls_between_parties_and_plain_tcp_within_one(

@@ -132,7 +132,10 @@ def open_link(
     if sock is None:
         return CommPeer(comm=comm, other=other), reason
     tap = comm.tap if tls is not None and isinstance(comm, MeshCommunicator) else None
-    return DirectPeer(sock=sock, spin_s=spin_s, timeout_s=timeout_s, tap=tap, other=other), None
+    peer = DirectPeer(
+        sock=sock, spin_s=spin_s, timeout_s=timeout_s, tap=tap, other=other, account=comm.stats
+    )
+    return peer, None
 
 
 def link_encrypted(comm: Communicator, peer: Peer) -> bool:

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from tessera_ml.comm.base import Communicator
+from tessera_ml.comm.base import ByteStats, Communicator
 from tessera_ml.comm.links import LinkError
 
 _HEADER = struct.Struct("<q")
@@ -109,13 +109,17 @@ class DirectPeer(Peer):
     neither can proceed, after retrying for ``spin_s`` (see ``SPIN_S``); each message carries
     its length, so ends out of step are caught. ``tap``, if set, is called as
     ``tap(other, message)`` with each message's plaintext before it is sent (the communicator's
-    ``tap``, for tests that look for plaintext on the wire)."""
+    ``tap``, for tests that look for plaintext on the wire). ``account``, if set (the
+    communicator's ``stats``), counts each message's bytes as sent to and received from rank
+    ``other``, as the communicator counts its own messages, so the rank's per-peer traffic
+    (``bytes_sent.to.<rank>``) covers the link too."""
 
     sock: socket.socket | None = None
     timeout_s: float = TIMEOUT_S
     spin_s: float = SPIN_S
     tap: Callable[[int, memoryview], None] | None = None
     other: int = -1
+    account: ByteStats | None = None
 
     def __post_init__(self) -> None:
         assert self.sock is not None
@@ -134,9 +138,13 @@ class DirectPeer(Peer):
 
     def _swap(self, mine: list[torch.Tensor]) -> list[torch.Tensor]:
         try:
-            return self._swap_bytes(mine)
+            theirs = self._swap_bytes(mine)
         except ssl.SSLError as exc:
             raise LinkError(f"the link to the other rank failed: {exc}") from exc
+        if self.account is not None:
+            size = sum(t.numel() * t.element_size() for t in mine)
+            self.account.add_p2p(self.other, sent=size, received=size)
+        return theirs
 
     def _swap_bytes(self, mine: list[torch.Tensor]) -> list[torch.Tensor]:
         sock, readable = self.sock, self._readable

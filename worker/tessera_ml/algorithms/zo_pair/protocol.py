@@ -124,13 +124,12 @@ class PairProcessor:
 
     @property
     def bytes_sent(self) -> int:
-        """What this processor sent: through the communicator and over the peer's link."""
-        return self.comm.stats.sent + self.link_bytes_sent
+        """What this processor sent: the communicator counts its direct link's messages too."""
+        return self.comm.stats.sent
 
     @property
     def bytes_received(self) -> int:
-        """What it received; the peer's exchanges are symmetric, as many bytes each way."""
-        return self.comm.stats.received + self.link_bytes_sent
+        return self.comm.stats.received
 
     @property
     def link_bytes_sent(self) -> int:
