@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -67,11 +68,27 @@ def cpu_groups(
         yield [str(g) for g in made]
     finally:
         for group in made:
-            with contextlib.suppress(OSError):
-                for pid in (group / "cgroup.procs").read_text().split():
-                    with contextlib.suppress(OSError):
-                        (root / "cgroup.procs").write_text(pid)
-                group.rmdir()
+            _remove(group, root)
+
+
+def _remove(group: Path, root: Path, patience_s: float = 2.0) -> None:
+    """Move what is left in ``group`` to ``root`` and remove it. A process that has just
+    exited can keep its group busy for a moment, so the removal is retried for a while."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        with contextlib.suppress(OSError):
+            for pid in (group / "cgroup.procs").read_text().split():
+                with contextlib.suppress(OSError):
+                    (root / "cgroup.procs").write_text(pid)
+        try:
+            group.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(0.05)
 
 
 def join_cpu_group(group: str) -> None:
