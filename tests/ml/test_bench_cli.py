@@ -53,3 +53,25 @@ def test_ddp_bench_runs_both_sides_and_writes_json(
     assert results["bytes_sent_per_step"] == params * 4  # 2(n-1)/n of the gradient, n = 2
     assert results["step_time_s"] > 0 and results["single_step_time_s"] > 0
     assert "bytes_sent_per_step" in capsys.readouterr().out
+
+
+def test_hier_sync_bench_runs_only_the_parts_named(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["hier_sync", "--set", "parts=speedy"]) == 2
+    assert "parts must name some of agreement, speed, proportional" in capsys.readouterr().err
+    out = tmp_path / "hier_sync.json"
+    settings = ["parts=proportional", "hidden=64,64", "steps=4", "repeats=1", "slow_mode=pace"]
+    sets = [a for s in settings for a in ("--set", s)]
+    code = main(["hier_sync", "--quick", *sets, "--json", str(out)])
+    assert code == 0
+    document = json.loads(out.read_text())
+    assert document["params"]["parts"] == ["proportional"]
+    results = document["results"]
+    # capacities 2:1 give each node's slow device a third of the parameters
+    assert results["capacity_fractions"] == pytest.approx([2 / 3, 1 / 3] * 2)
+    assert results["slice_fractions"] == pytest.approx([2 / 3, 1 / 3] * 2, abs=0.01)
+    assert results["slow_device_sharded_phase_s_equal"] > 0
+    # neither the agreement nor the speed part ran
+    assert "torch_ddp_step_time_s" not in results
+    assert not any(key.startswith("max_abs_param_diff") for key in results)

@@ -21,6 +21,9 @@ Three parts:
 - *proportional slicing*: device 1 of each node gets half the CPU of device 0 (CFS bandwidth
   limits per rank where the machine allows them, else the harness's pacing) and reports half
   the capacity; ``memory_and_compute`` slices against ``equal`` slices.
+
+``--set parts=proportional`` (any of ``agreement,speed,proportional``) runs only the parts
+named; the compression sweep and convergence run with ``speed``.
 """
 
 from __future__ import annotations
@@ -70,7 +73,9 @@ SETTABLE = (
     "inter_node_compression",
     "compression_block",
     "converge_steps",
+    "parts",
 )
+PARTS = ("agreement", "speed", "proportional")
 SLOW_MODES = ("cpu_limit", "pace", "threads")
 AGREEMENT_STEPS = 50
 BASELINES = ("torch_ddp", "fsdp_hybrid")
@@ -305,6 +310,9 @@ def bench(args: BenchArgs) -> BenchReport:
     if unknown:
         raise ValueError(f"hier_sync bench takes no --set {', '.join(unknown)} (known: {SETTABLE})")
     extra = args.extra
+    parts = extra.get("parts", ",".join(PARTS)).split(",")
+    if not parts or set(parts) - set(PARTS):
+        raise ValueError(f"parts must name some of {', '.join(PARTS)}, not {extra['parts']!r}")
     hidden = _hidden(extra.get("hidden", "512,512" if args.quick else "2560,2560,2560"))
     steps = int(extra.get("steps", 6 if args.quick else 10))
     warmup = 2
@@ -328,6 +336,7 @@ def bench(args: BenchArgs) -> BenchReport:
         "netns": args.netns,
         "torch_version": torch.__version__,
         "cpu_limit_available": limit,
+        "parts": parts,
     }
     compression = extra.get("inter_node_compression", "none")
     if compression not in MODES:
@@ -336,15 +345,16 @@ def bench(args: BenchArgs) -> BenchReport:
     params["inter_node_compression"] = compression
     params["compression_block"] = block
     results: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="hier-sync-bench-") as root:
-        results.update(agreement(Path(root)))
-    if args.netns:
+    if "agreement" in parts:
+        with tempfile.TemporaryDirectory(prefix="hier-sync-bench-") as root:
+            results.update(agreement(Path(root)))
+    if "speed" in parts and args.netns:
         params["rate_mbit"] = float(extra.get("rate_mbit", 200.0))
         with Testbed(2, rate_mbit=params["rate_mbit"]) as testbed:
             results.update(speed(config, testbed, warmup, compression, block))
-    else:
+    elif "speed" in parts:
         results.update(speed(config, None, warmup, compression, block))
-    if compression != "none":
+    if "speed" in parts and compression != "none":
         gradient = benchmark_gradient([64, *hidden], 10, config["batch_size"], seed=0)
         results["compression_block_sweep"] = block_sweep(gradient)
         converge = {
@@ -366,19 +376,22 @@ def bench(args: BenchArgs) -> BenchReport:
     params["slow_mode"] = extra.get("slow_mode", "cpu_limit" if limit else "pace")
     if params["slow_mode"] not in SLOW_MODES:
         raise ValueError(f"slow_mode must be one of {SLOW_MODES}, not {params['slow_mode']!r}")
-    results.update(
-        proportional(
-            config,
-            params["slowdown"],
-            params["slow_mode"],
-            warmup,
-            repeats,
-            params["core_share"],
+    if "proportional" in parts:
+        results.update(
+            proportional(
+                config,
+                params["slowdown"],
+                params["slow_mode"],
+                warmup,
+                repeats,
+                params["core_share"],
+            )
         )
-    )
-    results["slice_vs_capacity_fraction"] = [
-        s / c
-        for s, c in zip(results["slice_fractions"], results["capacity_fractions"], strict=True)
-    ]
+        results["slice_vs_capacity_fraction"] = [
+            s / c
+            for s, c in zip(
+                results["slice_fractions"], results["capacity_fractions"], strict=True
+            )
+        ]
     params["cpus"] = os.cpu_count()
     return BenchReport(params=params, results=results)
