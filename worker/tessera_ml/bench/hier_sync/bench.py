@@ -389,9 +389,7 @@ def bench(args: BenchArgs) -> BenchReport:
         )
         results["slice_vs_capacity_fraction"] = [
             s / c
-            for s, c in zip(
-                results["slice_fractions"], results["capacity_fractions"], strict=True
-            )
+            for s, c in zip(results["slice_fractions"], results["capacity_fractions"], strict=True)
         ]
     params["cpus"] = os.cpu_count()
     return BenchReport(params=params, results=results)
