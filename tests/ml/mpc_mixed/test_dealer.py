@@ -12,8 +12,18 @@ from tessera_ml.algorithms.mpc_mixed.dealer import (
     receive_seed,
     serve,
 )
-from tessera_ml.algorithms.mpc_mixed.material import draw_share0, layout, secrets, split
+from tessera_ml.algorithms.mpc_mixed.material import (
+    deal,
+    draw_masks1,
+    draw_share0,
+    free,
+    layout,
+    secrets,
+    sent,
+    split,
+)
 from tessera_ml.algorithms.mpc_mixed.material_beaver import Square
+from tessera_ml.algorithms.mpc_mixed.material_kind import Masks
 from tessera_ml.algorithms.mpc_mixed.request import END, MAX_FACTORS, Kind, Request
 from tessera_ml.comm.base import Communicator
 from tessera_ml.worlds import run_world
@@ -46,6 +56,36 @@ def test_shares_recombine_to_the_dealers_values(req: Request) -> None:
         assert s0.shape == s1.shape == v.shape and v.dtype == slot.dtype
         assert torch.equal(s0 ^ s1 if slot.binary else s0 + s1, v)
     assert Request.decode(req.encode()) == req
+
+
+class _Given(Masks):
+    def __init__(self, masks: list[torch.Tensor]) -> None:
+        self._masks = iter(masks)
+
+    def take(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        mask = next(self._masks)
+        assert mask.shape == shape and mask.dtype == dtype
+        return mask
+
+
+@pytest.mark.parametrize("req", REQUESTS, ids=lambda r: r.kind.name)
+def test_party_1_draws_its_shares_of_the_masks_and_receives_what_is_computed_from_them(
+    req: Request,
+) -> None:
+    share0, share1 = deal(req, torch.Generator().manual_seed(1), torch.Generator().manual_seed(2))
+    slots = layout(req)
+    assert sorted(free(req) + sent(req)) == list(range(len(slots))) and free(req)
+    # party 1's shares of the masks are what it draws from the seed it shares with the dealer
+    mine = draw_masks1(req, torch.Generator().manual_seed(2))
+    assert all(torch.equal(share1[i], m) for i, m in zip(free(req), mine, strict=True))
+    # every other slot is what the item's kind computes from those masks
+    pairs = zip(slots, share0, share1, strict=True)
+    values = [s0 ^ s1 if o.binary else s0 + s1 for o, s0, s1 in pairs]
+    again = secrets(req, _Given([values[i] for i in free(req)]))
+    assert all(torch.equal(a, v) for a, v in zip(again, values, strict=True))
+    # and the masks are party 0's seeded shares plus party 1's: neither seed alone gives them
+    other = deal(req, torch.Generator().manual_seed(1), torch.Generator().manual_seed(3))[1]
+    assert not all(torch.equal(share1[i], other[i]) for i in free(req))
 
 
 def test_products_in_the_material_are_products_of_its_masks() -> None:
@@ -116,7 +156,9 @@ def _dealer_world(comm: Communicator) -> object:
     if comm.rank == 0:
         return serve(comm, 1, 2)
     provider = (
-        SeededProvider(receive_seed(comm, 0)) if comm.rank == 1 else FetchingProvider(comm, 0)
+        SeededProvider(receive_seed(comm, 0))
+        if comm.rank == 1
+        else FetchingProvider(comm, 0, receive_seed(comm, 0))
     )
     runs: list[list[list[np.ndarray]]] = []  # by value: tensors would travel as shared memory
     for key in PHASES:

@@ -22,11 +22,10 @@ words.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-
-from tessera_ml.algorithms.mpc_mixed.ring import Ring
 
 CHUNK_BITS = 4
 """The dealer's tables cover this many bits of r at a time."""
@@ -168,11 +167,13 @@ def _ands(masks: torch.Tensor, p: _Plan) -> torch.Tensor:
     return out
 
 
-def level_material(level: Level, words: int, gen: torch.Generator) -> list[torch.Tensor]:
-    """The dealer's values for one level: the factors' masks and the AND of every family
-    subset of them (the empty one left out), packed."""
+def level_material(
+    level: Level, words: int, take: Callable[[tuple[int, ...], torch.dtype], torch.Tensor]
+) -> list[torch.Tensor]:
+    """The dealer's values for one level: the factors' masks (uniform words from ``take``) and
+    the AND of every family subset of them (the empty one left out), packed."""
     p = plan(level.fan_in, level.need_e)
-    masks = Ring(64, 0).random((level.groups, len(p.rows), words), gen)
+    masks = take((level.groups, len(p.rows), words), torch.int64)
     return [masks, _ands(masks, p)[:, 1:]]
 
 

@@ -69,10 +69,12 @@ def initial_params(cfg: MpcMixedConfig, width: int, classes: int) -> dict[str, t
 
 
 def _provider(ctx: RankContext, roles: Roles, index: int) -> Provider:
-    """Party 0 draws its material from the dealer's seed; party 1 receives it."""
+    """Party 0 draws its material from the dealer's seed; party 1 draws its shares of the
+    masks from a seed of its own and receives the rest."""
+    seed = receive_seed(ctx.comm, roles.dealer)
     if index == 0:
-        return SeededProvider(receive_seed(ctx.comm, roles.dealer))
-    return FetchingProvider(ctx.comm, roles.dealer)
+        return SeededProvider(seed)
+    return FetchingProvider(ctx.comm, roles.dealer, seed)
 
 
 def compute(ctx: RankContext, roles: Roles) -> dict[str, Any]:

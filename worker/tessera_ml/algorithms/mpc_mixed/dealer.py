@@ -2,7 +2,9 @@
 
 A compute party asks its ``Provider`` for items in protocol order; both parties ask for the same
 items in the same order. Party 0's shares are pseudo-random from a seed it shares with the dealer,
-so only party 1's shares cross the network (dealer -> party 1: the offline traffic).
+and so are party 1's shares of the items' masks, from a seed of its own (``material.deal``): only
+party 1's shares of what is computed from the masks cross the network (dealer -> party 1: the
+offline traffic).
 
 Training repeats the same sequence of requests every step. A remote provider therefore records
 the sequence of a phase (``begin(key)``) the first time, fetching item by item, and afterwards
@@ -10,9 +12,9 @@ receives the whole phase's material in one bundle before the phase starts (the o
 so online rounds never wait for the dealer. The dealer makes a phase's next bundle as soon as it
 has sent the current one, while the parties compute online, so the next ``begin`` finds it ready.
 
-Party 0's shares of the n-th run of phase ``key`` come from a generator seeded with a hash of
-(seed, key, n) (``bundle_generator``): the dealer can make a bundle before it is asked for,
-whatever other phases come between, and both sides still draw the same shares.
+Each party's seeded shares of the n-th run of phase ``key`` come from a generator seeded with a
+hash of (its seed, key, n) (``bundle_generator``): the dealer can make a bundle before it is
+asked for, whatever other phases come between, and both sides still draw the same shares.
 """
 
 from __future__ import annotations
@@ -31,7 +33,14 @@ from enum import IntEnum
 
 import torch
 
-from tessera_ml.algorithms.mpc_mixed.material import draw_share0, layout, secrets, split
+from tessera_ml.algorithms.mpc_mixed.material import (
+    deal,
+    draw_masks1,
+    draw_share0,
+    layout,
+    sent,
+    slot_bytes,
+)
 from tessera_ml.algorithms.mpc_mixed.request import END, WIRE_WORDS, Request
 from tessera_ml.comm.base import Communicator
 
@@ -54,7 +63,7 @@ class OfflineStats:
 
 
 def bundle_generator(seed: int, key: int, run: int) -> torch.Generator:
-    """Party 0's generator for the ``run``-th time phase ``key`` is served (counted from 0)."""
+    """A party's generator for the ``run``-th time phase ``key`` is served (counted from 0)."""
     digest = hashlib.blake2b(struct.pack("<qqq", seed, key, run), digest_size=8).digest()
     return torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 1)
 
@@ -83,8 +92,8 @@ class LocalDealer:
     """A dealer inside the process, serving two in-process parties (tests, benchmarks)."""
 
     def __init__(self, seed: int = 0) -> None:
-        self._fresh = torch.Generator().manual_seed(seed)
         self._prg0 = torch.Generator().manual_seed(seed + 1)
+        self._prg1 = torch.Generator().manual_seed(seed + 2)
         self._pending: tuple[deque[tuple[Request, list[torch.Tensor]]], ...] = (deque(), deque())
         self._lock = threading.Lock()
 
@@ -98,9 +107,7 @@ class LocalDealer:
                 if expected != req:
                     raise RuntimeError(f"parties asked for different material: {expected} {req}")
                 return shares
-            values = secrets(req, self._fresh)
-            share0 = draw_share0(req, self._prg0)
-            share1 = split(req, values, share0)
+            share0, share1 = deal(req, self._prg0, self._prg1)
             self._pending[1 - party].append((req, share1 if party == 0 else share0))
             return share0 if party == 0 else share1
 
@@ -113,8 +120,8 @@ class _LocalProvider(Provider):
 
     def get(self, req: Request) -> list[torch.Tensor]:
         shares = self.dealer.take(self.party, req)
-        if self.party == 1:
-            self.stats.bytes_received += sum(t.numel() * t.element_size() for t in shares)
+        if self.party == 1:  # what a dealer rank would send it
+            self.stats.bytes_received += _bundle_bytes([req])
         return shares
 
 
@@ -204,12 +211,21 @@ class SeededProvider(RecordingProvider):
 
 
 class FetchingProvider(RecordingProvider):
-    """Party 1: receives its shares from the dealer rank."""
+    """Party 1: draws its shares of the masks from the seed it shares with the dealer, and
+    receives its other shares from the dealer rank."""
 
-    def __init__(self, comm: Communicator, dealer: int) -> None:
+    def __init__(self, comm: Communicator, dealer: int, seed: int) -> None:
         super().__init__()
         self._comm = comm
         self._dealer = dealer
+        self._seed = seed
+        self._runs: Counter[int] = Counter()
+        self._prg = bundle_generator(seed, 0, -1)
+
+    def begin(self, key: int) -> None:
+        self._prg = bundle_generator(self._seed, key, self._runs[key])
+        self._runs[key] += 1
+        super().begin(key)
 
     def _send(self, t: torch.Tensor) -> None:
         self._comm.send(t, self._dealer)
@@ -230,14 +246,13 @@ class FetchingProvider(RecordingProvider):
 
     def _fetch(self, req: Request) -> list[torch.Tensor]:
         self._send(req.encode())
-        return _split_bundle(
-            self._recv(torch.empty(_bundle_bytes([req]), dtype=torch.uint8)), [req]
-        )[0]
+        raw = self._recv(torch.empty(_bundle_bytes([req]), dtype=torch.uint8))
+        return _split_bundle(raw, [req], self._prg)[0]
 
     def _prepare(self, key: int, schedule: list[Request]) -> list[list[torch.Tensor]]:
         self._send(torch.tensor([Command.BUNDLE, key], dtype=torch.int64))
         raw = self._recv(torch.empty(_bundle_bytes(schedule), dtype=torch.uint8))
-        return _split_bundle(raw, schedule)
+        return _split_bundle(raw, schedule, self._prg)
 
     def close(self) -> None:
         self._send(torch.tensor([Command.STOP, 0], dtype=torch.int64))
@@ -247,14 +262,8 @@ class FetchingProvider(RecordingProvider):
 
 
 def _bundle_bytes(reqs: list[Request]) -> int:
-    total = 0
-    for req in reqs:
-        for slot in layout(req):
-            n = 1
-            for d in slot.shape:
-                n *= d
-            total += n * torch.empty((), dtype=slot.dtype).element_size()
-    return total
+    """What the dealer sends party 1 for ``reqs``: its shares of every slot but the masks."""
+    return sum(slot_bytes(layout(req)[i]) for req in reqs for i in sent(req))
 
 
 def _join_bundle(items: list[list[torch.Tensor]]) -> torch.Tensor:
@@ -262,17 +271,27 @@ def _join_bundle(items: list[list[torch.Tensor]]) -> torch.Tensor:
     return torch.cat(parts) if parts else torch.empty(0, dtype=torch.uint8)
 
 
-def _split_bundle(raw: torch.Tensor, reqs: list[Request]) -> list[list[torch.Tensor]]:
+def _split_bundle(
+    raw: torch.Tensor, reqs: list[Request], prg: torch.Generator
+) -> list[list[torch.Tensor]]:
+    """Party 1's shares of ``reqs``: of the masks drawn from ``prg``, the others from ``raw``."""
     out: list[list[torch.Tensor]] = []
     offset = 0
     for req in reqs:
-        item: list[torch.Tensor] = []
-        for slot in layout(req):
-            t = torch.empty(slot.shape, dtype=slot.dtype)
-            size = t.numel() * t.element_size()
-            item.append(raw[offset : offset + size].clone().view(slot.dtype).reshape(slot.shape))
+        slots = layout(req)
+        item: list[torch.Tensor | None] = [None] * len(slots)
+        masks = iter(draw_masks1(req, prg))
+        sending = set(sent(req))
+        for i, slot in enumerate(slots):
+            if i not in sending:
+                item[i] = next(masks)
+                continue
+            size = slot_bytes(slot)
+            item[i] = raw[offset : offset + size].clone().view(slot.dtype).reshape(slot.shape)
             offset += size
-        out.append(item)
+        out.append([t for t in item if t is not None])
+    if offset != raw.numel():
+        raise RuntimeError("the dealer's bundle does not match the schedule")
     return out
 
 
@@ -282,10 +301,10 @@ def serve(
     party1: int,
     on_checkpoint: Callable[[int], object] | None = None,
 ) -> dict[str, int]:
-    """The dealer rank's loop: seed party 0, then serve party 1 until it says stop."""
-    seed0 = int.from_bytes(os.urandom(7), "little")
-    fresh = torch.Generator().manual_seed(int.from_bytes(os.urandom(7), "little"))
+    """The dealer rank's loop: seed both parties, then serve party 1 until it says stop."""
+    seed0, seed1 = (int.from_bytes(os.urandom(7), "little") for _ in range(2))
     comm.send(torch.tensor([seed0], dtype=torch.int64), party0)
+    comm.send(torch.tensor([seed1], dtype=torch.int64), party1)
     schedules: dict[int, list[Request]] = {}
     runs: Counter[int] = Counter()
     ahead: dict[int, torch.Tensor] = {}  # phase -> the bundle of its next run, made early
@@ -295,13 +314,13 @@ def serve(
     early_maker = ThreadPoolExecutor(1, "dealer-ahead", initializer=_lower_priority)
     making: Future[None] | None = None
 
-    def make(req: Request, prg: torch.Generator) -> list[torch.Tensor]:
-        values = secrets(req, fresh)
-        return split(req, values, draw_share0(req, prg))
+    def make(req: Request, prg0: torch.Generator, prg1: torch.Generator) -> list[torch.Tensor]:
+        share1 = deal(req, prg0, prg1)[1]
+        return [share1[i] for i in sent(req)]
 
     def bundle(key: int, run: int) -> torch.Tensor:
-        prg = bundle_generator(seed0, key, run)
-        return _join_bundle([make(r, prg) for r in schedules[key]])
+        prg0, prg1 = bundle_generator(seed0, key, run), bundle_generator(seed1, key, run)
+        return _join_bundle([make(r, prg0, prg1) for r in schedules[key]])
 
     def make_ahead(key: int, run: int) -> None:
         ahead[key] = bundle(key, run)
@@ -317,7 +336,10 @@ def serve(
             if op == Command.STOP:
                 return {"items": items}
             if op == Command.RECORD:
-                prg = bundle_generator(seed0, key, runs[key])
+                prg0, prg1 = (
+                    bundle_generator(seed0, key, runs[key]),
+                    bundle_generator(seed1, key, runs[key]),
+                )
                 runs[key] += 1
                 recorded: list[Request] = []
                 while True:
@@ -327,7 +349,7 @@ def serve(
                     if req is None:
                         break
                     recorded.append(req)
-                    comm.send(_join_bundle([make(req, prg)]), party1)
+                    comm.send(_join_bundle([make(req, prg0, prg1)]), party1)
                     items += 1
                 schedules[key] = recorded
             elif op == Command.CHECKPOINT:

@@ -4,15 +4,23 @@ An item is described by a ``Request``; one ``MaterialKind`` per kind of item lis
 each party receives (``layout``) and draws the dealer's values (``secrets``). A party's share of
 an arithmetic tensor is additive in the ring; of a binary tensor (packed bits, or a 0/1 byte) it
 is an XOR share.
+
+Party 0 draws all its shares from a seed it shares with the dealer. An item's masks (its
+``free`` slots: a Beaver triple's a and b, a truncation's r, ...) are uniform, so party 1 draws
+its shares of them from a seed of its own too, and the dealer forms each mask as the sum of the
+two; only party 1's shares of what is computed from the masks (a @ b, r >> d, the comparison's
+tables, ...) cross the network (``deal``, ``sent``).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
 from tessera_ml.algorithms.mpc_mixed.material_beaver import BEAVER_MATERIALS
 from tessera_ml.algorithms.mpc_mixed.material_bits import BIT_MATERIALS
-from tessera_ml.algorithms.mpc_mixed.material_kind import MaterialKind, Slot
+from tessera_ml.algorithms.mpc_mixed.material_kind import Masks, MaterialKind, Slot
 from tessera_ml.algorithms.mpc_mixed.material_rings import RING_MATERIALS
 from tessera_ml.algorithms.mpc_mixed.request import Kind, Request
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
@@ -34,10 +42,63 @@ def layout(req: Request) -> list[Slot]:
     return _kind(req).layout(req)
 
 
-def secrets(req: Request, gen: torch.Generator) -> list[torch.Tensor]:
-    """The dealer's values for one item, in ``layout`` order."""
+def free(req: Request) -> list[int]:
+    """The item's masks: slots whose party-1 share party 1 draws itself (``deal``)."""
+    return _kind(req).free(req)
+
+
+def sent(req: Request) -> list[int]:
+    """The slots whose party-1 share the dealer sends: all but the masks."""
+    masks = set(free(req))
+    return [i for i in range(len(layout(req))) if i not in masks]
+
+
+def slot_bytes(slot: Slot) -> int:
+    return math.prod(slot.shape) * torch.empty((), dtype=slot.dtype).element_size()
+
+
+def random_share(slot: Slot, prg: torch.Generator) -> torch.Tensor:
+    """A uniform share for ``slot``: a ring element, or a 0/1 byte."""
+    if slot.dtype == torch.uint8:
+        return torch.randint(0, 2, slot.shape, dtype=torch.uint8, generator=prg)
+    return Ring(32 if slot.dtype == torch.int32 else 64, 0).random(slot.shape, prg)
+
+
+class _Fresh(Masks):
+    """Masks drawn from the dealer's own generator."""
+
+    def __init__(self, gen: torch.Generator) -> None:
+        self._gen = gen
+
+    def take(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        return random_share(Slot(shape, dtype, False), self._gen)
+
+
+class _Joint(Masks):
+    """Masks made of party 0's and party 1's seeded shares of the item's ``free`` slots."""
+
+    def __init__(self, req: Request, share0: list[torch.Tensor], prg1: torch.Generator) -> None:
+        self._slots, self._free, self._share0 = layout(req), free(req), share0
+        self._prg1 = prg1
+        self.taken: list[torch.Tensor] = []
+
+    def take(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        if len(self.taken) == len(self._free):
+            raise RuntimeError("a material kind took more masks than its free slots")
+        index = self._free[len(self.taken)]
+        slot = self._slots[index]
+        if tuple(shape) != slot.shape or dtype != slot.dtype:
+            raise RuntimeError(f"mask {len(self.taken)} does not fit slot {index}: {slot}")
+        s0, s1 = self._share0[index], random_share(slot, self._prg1)
+        self.taken.append(s1)
+        return s0 ^ s1 if slot.binary else s0 + s1
+
+
+def secrets(req: Request, source: torch.Generator | Masks) -> list[torch.Tensor]:
+    """The dealer's values for one item, in ``layout`` order, its masks from ``source``."""
     material = _kind(req)
-    values = material.draw(req, gen)
+    masks = _Fresh(source) if isinstance(source, torch.Generator) else source
+    values = material.draw(req, masks)
     slots = material.layout(req)
     if len(values) != len(slots) or any(
         v.shape != slot.shape or v.dtype != slot.dtype
@@ -49,13 +110,33 @@ def secrets(req: Request, gen: torch.Generator) -> list[torch.Tensor]:
 
 def draw_share0(req: Request, prg: torch.Generator) -> list[torch.Tensor]:
     """Party 0's shares: pseudo-random from the seed it shares with the dealer."""
-    out: list[torch.Tensor] = []
-    for slot in layout(req):
-        if slot.dtype == torch.uint8:
-            out.append(torch.randint(0, 2, slot.shape, dtype=torch.uint8, generator=prg))
-        else:
-            out.append(Ring(32 if slot.dtype == torch.int32 else 64, 0).random(slot.shape, prg))
-    return out
+    return [random_share(slot, prg) for slot in layout(req)]
+
+
+def draw_masks1(req: Request, prg: torch.Generator) -> list[torch.Tensor]:
+    """Party 1's shares of the item's masks (its ``free`` slots, in order): pseudo-random from
+    the seed it shares with the dealer, as the dealer drew them in ``deal``."""
+    slots = layout(req)
+    return [random_share(slots[i], prg) for i in free(req)]
+
+
+def deal(
+    req: Request, prg0: torch.Generator, prg1: torch.Generator
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """Both parties' shares of one item. Party 0's come from ``prg0``; of party 1's, those of the
+    masks come from ``prg1`` (party 1 draws them itself, ``draw_masks1``) and the others are
+    the values less party 0's shares (what the dealer sends, slots ``sent``). Each mask is
+    uniform to either party, since the other's seed is unknown to it."""
+    share0 = draw_share0(req, prg0)
+    joint = _Joint(req, share0, prg1)
+    values = secrets(req, joint)
+    if len(joint.taken) != len(free(req)):
+        raise RuntimeError(f"the {req.kind.name} material left some of its masks untaken")
+    share1 = split(req, values, share0)
+    for index, s1 in zip(free(req), joint.taken, strict=True):
+        if not torch.equal(share1[index], s1):
+            raise RuntimeError(f"the {req.kind.name} material changed its mask in slot {index}")
+    return share0, share1
 
 
 def split(

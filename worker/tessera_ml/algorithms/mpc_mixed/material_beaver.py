@@ -5,7 +5,13 @@ from __future__ import annotations
 
 import torch
 
-from tessera_ml.algorithms.mpc_mixed.material_kind import MaterialKind, Slot, arithmetic, ring_of
+from tessera_ml.algorithms.mpc_mixed.material_kind import (
+    Masks,
+    MaterialKind,
+    Slot,
+    arithmetic,
+    ring_of,
+)
 from tessera_ml.algorithms.mpc_mixed.request import Kind, Request
 
 
@@ -18,9 +24,12 @@ class Mul(MaterialKind):
         out = tuple(torch.broadcast_shapes(req.shape, req.other))
         return [arithmetic(s, req.bits) for s in (req.shape, req.other, out)]
 
-    def draw(self, req: Request, gen: torch.Generator) -> list[torch.Tensor]:
+    def free(self, req: Request) -> list[int]:
+        return [0, 1]
+
+    def draw(self, req: Request, masks: Masks) -> list[torch.Tensor]:
         ring = ring_of(req)
-        a, b = ring.random(req.shape, gen), ring.random(req.other, gen)
+        a, b = masks.ring(ring, req.shape), masks.ring(ring, req.other)
         return [a, b, a * b]
 
 
@@ -33,9 +42,12 @@ class Matmul(MaterialKind):
         out = (*req.shape[:-1], req.other[-1])
         return [arithmetic(s, req.bits) for s in (req.shape, req.other, out)]
 
-    def draw(self, req: Request, gen: torch.Generator) -> list[torch.Tensor]:
+    def free(self, req: Request) -> list[int]:
+        return [0, 1]
+
+    def draw(self, req: Request, masks: Masks) -> list[torch.Tensor]:
         ring = ring_of(req)
-        a, b = ring.random(req.shape, gen), ring.random(req.other, gen)
+        a, b = masks.ring(ring, req.shape), masks.ring(ring, req.other)
         return [a, b, a @ b]
 
 
@@ -47,8 +59,11 @@ class Square(MaterialKind):
     def layout(self, req: Request) -> list[Slot]:
         return [arithmetic(req.shape, req.bits)] * 2
 
-    def draw(self, req: Request, gen: torch.Generator) -> list[torch.Tensor]:
-        a = ring_of(req).random(req.shape, gen)
+    def free(self, req: Request) -> list[int]:
+        return [0]
+
+    def draw(self, req: Request, masks: Masks) -> list[torch.Tensor]:
+        a = masks.ring(ring_of(req), req.shape)
         return [a, a * a]
 
 
@@ -63,10 +78,13 @@ class MatmulPair(MaterialKind):
         shapes = [s, o, (s[0], o[-1]), (o[-1], s[0]), (o[0], s[0])]
         return [arithmetic(shape, req.bits) for shape in shapes]
 
-    def draw(self, req: Request, gen: torch.Generator) -> list[torch.Tensor]:
+    def free(self, req: Request) -> list[int]:
+        return [0, 1, 3]
+
+    def draw(self, req: Request, masks: Masks) -> list[torch.Tensor]:
         ring, s = ring_of(req), req.shape
-        a, b = ring.random(s, gen), ring.random(req.other, gen)
-        d = ring.random((req.other[-1], s[0]), gen)
+        a, b = masks.ring(ring, s), masks.ring(ring, req.other)
+        d = masks.ring(ring, (req.other[-1], s[0]))
         return [a, b, a @ b, d, b @ d]
 
 
@@ -80,10 +98,13 @@ class Norm(MaterialKind):
         rows, column = arithmetic(req.shape, req.bits), arithmetic((req.shape[-1],), req.bits)
         return [rows, column, rows, column] + [rows] * 5
 
-    def draw(self, req: Request, gen: torch.Generator) -> list[torch.Tensor]:
+    def free(self, req: Request) -> list[int]:
+        return [0, 1, 2, 3]
+
+    def draw(self, req: Request, masks: Masks) -> list[torch.Tensor]:
         ring, s = ring_of(req), req.shape
-        a_c, a_s = ring.random(s, gen), ring.random((s[-1],), gen)
-        a_d, a_k = ring.random(s, gen), ring.random((s[-1],), gen)
+        a_c, a_s = masks.ring(ring, s), masks.ring(ring, (s[-1],))
+        a_d, a_k = masks.ring(ring, s), masks.ring(ring, (s[-1],))
         return [a_c, a_s, a_d, a_k, a_c * a_c, a_c * a_s, a_d * a_c, a_d * a_s, a_c * a_k]
 
 
@@ -99,18 +120,24 @@ class Product(MaterialKind):
         bit_masks = [Slot(s, torch.uint8, True)] * sum(req.bit_factors)
         return bit_masks + [arithmetic(s, req.bits)] * ((1 << n) - 1)
 
-    def draw(self, req: Request, gen: torch.Generator) -> list[torch.Tensor]:
+    def free(self, req: Request) -> list[int]:
+        bits = sum(req.bit_factors)
+        # the bit masks first, then each arithmetic factor's mask: subset {i} at bits + 2^i - 1
+        arithmetic_masks = [bits + (1 << i) - 1 for i, b in enumerate(req.bit_factors) if not b]
+        return [*range(bits), *arithmetic_masks]
+
+    def draw(self, req: Request, masks: Masks) -> list[torch.Tensor]:
         ring, s, bit_factors = ring_of(req), req.shape, req.bit_factors
-        bit_masks = [
-            torch.randint(0, 2, s, dtype=torch.uint8, generator=gen) for b in bit_factors if b
-        ]
+        bit_masks = [masks.bits(s) for b in bit_factors if b]
         pending = iter(bit_masks)
-        masks = [next(pending).to(ring.dtype) if b else ring.random(s, gen) for b in bit_factors]
+        factor_masks = [
+            next(pending).to(ring.dtype) if b else masks.ring(ring, s) for b in bit_factors
+        ]
         subsets = [torch.empty(0)] * (1 << len(bit_factors))
         for subset in range(1, 1 << len(bit_factors)):
             low = (subset & -subset).bit_length() - 1
             rest = subset & (subset - 1)
-            subsets[subset] = masks[low] if rest == 0 else subsets[rest] * masks[low]
+            subsets[subset] = factor_masks[low] if rest == 0 else subsets[rest] * factor_masks[low]
         return [*bit_masks, *subsets[1:]]
 
 

@@ -15,6 +15,7 @@ from tessera_ml.algorithms.mpc_mixed.comparison import (
     tree_levels,
 )
 from tessera_ml.algorithms.mpc_mixed.material_kind import (
+    Masks,
     MaterialKind,
     Slot,
     arithmetic,
@@ -45,23 +46,38 @@ class Compare(MaterialKind):
             slots += [Slot(shape, torch.int64, True) for shape in shapes]
         return slots
 
-    def draw(self, req: Request, gen: torch.Generator) -> list[torch.Tensor]:
+    def free(self, req: Request) -> list[int]:
+        out, index = [0], 4  # r, then after msb(r) and the two tables what combines the chunks
+        if req.fan_in:
+            words = comparison.words_for(math.prod(req.shape))
+            for level in comparison.levels(req.bits):
+                out.append(index)  # the level's masks; the ANDs of their subsets follow
+                index += len(comparison.level_shapes(level, words))
+            return out
+        levels = tree_levels(req.bits)
+        for depth in range(levels):
+            last = depth == levels - 1
+            out += [index, index + 1] if last else [index, index + 1, index + 2]
+            index += 3 if last else 5
+        return out
+
+    def draw(self, req: Request, masks: Masks) -> list[torch.Tensor]:
         ring, s = ring_of(req), req.shape
-        r = ring.random(s, gen)
+        r = masks.ring(ring, s)
         less, equal = _chunk_tables(r.to(torch.int64) & ((1 << (req.bits - 1)) - 1), req.bits)
         out = [r, ring.msb(r).to(torch.uint8), less, equal]
         if req.fan_in:
             words = comparison.words_for(math.prod(s))
             for fan_in_level in comparison.levels(req.bits):
-                out += comparison.level_material(fan_in_level, words, gen)
+                out += comparison.level_material(fan_in_level, words, masks.take)
             return out
         levels = tree_levels(req.bits)
         for level in range(levels):
-            a, b1 = ring.random(s, gen), ring.random(s, gen)
+            a, b1 = masks.ring(ring, s), masks.ring(ring, s)
             if level == levels - 1:
                 out += [a, b1, a & b1]
             else:
-                b2 = ring.random(s, gen)
+                b2 = masks.ring(ring, s)
                 out += [a, b1, b2, a & b1, a & b2]
         return out
 
@@ -77,13 +93,16 @@ class Select(MaterialKind):
             slots += [arithmetic(req.shape, bits)] * 3
         return slots
 
-    def draw(self, req: Request, gen: torch.Generator) -> list[torch.Tensor]:
-        bit = torch.randint(0, 2, req.shape, dtype=torch.uint8, generator=gen)
+    def free(self, req: Request) -> list[int]:
+        return [0] + [2 + 3 * use for use in range(len(req.uses))]
+
+    def draw(self, req: Request, masks: Masks) -> list[torch.Tensor]:
+        bit = masks.bits(req.shape)
         out = [bit]
         for bits in req.uses:
             use_ring = Ring(bits, 0)
             b = bit.to(use_ring.dtype)
-            a = use_ring.random(req.shape, gen)
+            a = masks.ring(use_ring, req.shape)
             out += [b, a, a * b]
         return out
 

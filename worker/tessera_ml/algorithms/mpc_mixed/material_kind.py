@@ -21,8 +21,26 @@ class Slot:
     binary: bool
 
 
+class Masks(ABC):
+    """Where a kind's ``draw`` takes its masks: the uniform values its item holds as they are
+    (a Beaver triple's a and b, a truncation's r), one ``take`` per slot of ``free``, in that
+    order. The dealer hands out masks whose party-1 share comes from a seed party 1 holds, so
+    only the other slots cross the network."""
+
+    @abstractmethod
+    def take(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+        """The next mask: uniform over ``dtype`` (0/1 for ``torch.uint8``)."""
+
+    def ring(self, ring: Ring, shape: tuple[int, ...]) -> torch.Tensor:
+        return self.take(tuple(shape), ring.dtype)
+
+    def bits(self, shape: tuple[int, ...]) -> torch.Tensor:
+        return self.take(tuple(shape), torch.uint8)
+
+
 class MaterialKind(ABC):
-    """One kind of item. ``layout`` and ``draw`` list the same tensors in the same order."""
+    """One kind of item. ``layout`` and ``draw`` list the same tensors in the same order;
+    ``free`` names the slots that ``draw`` fills with masks as they come from ``Masks``."""
 
     kind: ClassVar[Kind]
 
@@ -31,7 +49,11 @@ class MaterialKind(ABC):
         """The tensors each party receives."""
 
     @abstractmethod
-    def draw(self, req: Request, gen: torch.Generator) -> list[torch.Tensor]:
+    def free(self, req: Request) -> list[int]:
+        """The slots holding masks as taken, in the order ``draw`` takes them."""
+
+    @abstractmethod
+    def draw(self, req: Request, masks: Masks) -> list[torch.Tensor]:
         """The dealer's values, which the parties receive shares of."""
 
 

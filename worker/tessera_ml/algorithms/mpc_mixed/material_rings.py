@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import torch
 
-from tessera_ml.algorithms.mpc_mixed.material_kind import MaterialKind, Slot, arithmetic, ring_of
+from tessera_ml.algorithms.mpc_mixed.material_kind import (
+    Masks,
+    MaterialKind,
+    Slot,
+    arithmetic,
+    ring_of,
+)
 from tessera_ml.algorithms.mpc_mixed.request import Kind, Request
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 
@@ -19,9 +25,12 @@ class Trunc(MaterialKind):
     def layout(self, req: Request) -> list[Slot]:
         return [arithmetic(req.shape, req.bits)] * 3
 
-    def draw(self, req: Request, gen: torch.Generator) -> list[torch.Tensor]:
+    def free(self, req: Request) -> list[int]:
+        return [0]
+
+    def draw(self, req: Request, masks: Masks) -> list[torch.Tensor]:
         ring = ring_of(req)
-        r = ring.random(req.shape, gen)
+        r = masks.ring(ring, req.shape)
         return [r, ring.high_bits(r, req.shift), ring.msb(r)]
 
 
@@ -34,8 +43,11 @@ class Extend(MaterialKind):
     def layout(self, req: Request) -> list[Slot]:
         return _extension_slots(req.shape)
 
-    def draw(self, req: Request, gen: torch.Generator) -> list[torch.Tensor]:
-        r, unsigned, msb = _extension_mask(req.shape, gen)
+    def free(self, req: Request) -> list[int]:
+        return [0]
+
+    def draw(self, req: Request, masks: Masks) -> list[torch.Tensor]:
+        r, unsigned, msb = _extension_mask(req.shape, masks)
         return [r, unsigned >> req.shift, msb]
 
 
@@ -51,11 +63,14 @@ class WideMul(MaterialKind):
             return [*_extension_slots(s), arithmetic(s, 64), arithmetic(s, 64)]
         return [*_extension_slots((2, *s)), arithmetic(s, 64), arithmetic((2, *s), 64)]
 
-    def draw(self, req: Request, gen: torch.Generator) -> list[torch.Tensor]:
+    def free(self, req: Request) -> list[int]:
+        return [0]
+
+    def draw(self, req: Request, masks: Masks) -> list[torch.Tensor]:
         if req.square:
-            r_x, big_x, m_x = _extension_mask(req.shape, gen)
+            r_x, big_x, m_x = _extension_mask(req.shape, masks)
             return [r_x, big_x, m_x, big_x * big_x, big_x * m_x]
-        r, big, m = _extension_mask((2, *req.shape), gen)
+        r, big, m = _extension_mask((2, *req.shape), masks)
         return [r, big, m, big[0] * big[1], big * m.flip(0)]
 
 
@@ -74,9 +89,12 @@ class WideMatmul(MaterialKind):
             arithmetic((n, k, j), 32),
         ]
 
-    def draw(self, req: Request, gen: torch.Generator) -> list[torch.Tensor]:
-        r, big, m = _extension_mask(req.shape, gen)
-        b = Ring(64, 0).random(req.other, gen)
+    def free(self, req: Request) -> list[int]:
+        return [0, 3]
+
+    def draw(self, req: Request, masks: Masks) -> list[torch.Tensor]:
+        r, big, m = _extension_mask(req.shape, masks)
+        b = masks.ring(Ring(64, 0), req.other)
         return [r, big, m, b, big @ b, (m.unsqueeze(-1) * b.unsqueeze(0)).to(torch.int32)]
 
 
@@ -86,9 +104,9 @@ def _extension_slots(shape: tuple[int, ...]) -> list[Slot]:
 
 
 def _extension_mask(
-    shape: tuple[int, ...], gen: torch.Generator
+    shape: tuple[int, ...], masks: Masks
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    r = Ring(32, 0).random(shape, gen)
+    r = masks.ring(Ring(32, 0), shape)
     unsigned = r.to(torch.int64) & 0xFFFFFFFF
     return r, unsigned, unsigned >> 31
 
