@@ -23,10 +23,13 @@ from tessera_ml.algorithms.mpc_mixed.material import (
     split,
 )
 from tessera_ml.algorithms.mpc_mixed.material_beaver import Square
-from tessera_ml.algorithms.mpc_mixed.material_kind import Masks
+from tessera_ml.algorithms.mpc_mixed.material_kind import Masks, Slot
+from tessera_ml.algorithms.mpc_mixed.prg import Prg
 from tessera_ml.algorithms.mpc_mixed.request import END, MAX_FACTORS, Kind, Request
 from tessera_ml.comm.base import Communicator
 from tessera_ml.worlds import run_world
+
+SEED = bytes(range(32))
 
 REQUESTS = [
     Request(Kind.MUL, 32, (3, 4), (4,)),
@@ -43,7 +46,13 @@ REQUESTS = [
     Request(Kind.WIDE_MUL, 64, (4, 3), square=True),
     Request(Kind.WIDE_MATMUL, 64, (4, 3), (3, 2)),
     Request(Kind.PRODUCT, 32, (6, 2), bit_factors=(False, True, True)),
+    Request(Kind.PRODUCT, 64, (5,), bit_factors=(True, False, True, False)),
+    Request(Kind.COMPARE, 64, (4,)),
 ]
+
+
+def recombine(slot: Slot, s0: torch.Tensor, s1: torch.Tensor) -> torch.Tensor:
+    return s0 ^ s1 if slot.binary else s0 + s1
 
 
 @pytest.mark.parametrize("req", REQUESTS, ids=lambda r: r.kind.name)
@@ -72,20 +81,21 @@ class _Given(Masks):
 def test_party_1_draws_its_shares_of_the_masks_and_receives_what_is_computed_from_them(
     req: Request,
 ) -> None:
-    share0, share1 = deal(req, torch.Generator().manual_seed(1), torch.Generator().manual_seed(2))
+    share0, share1 = deal(req, Prg.derived(SEED, 0), Prg.derived(SEED, 1))
     slots = layout(req)
     assert sorted(free(req) + sent(req)) == list(range(len(slots))) and free(req)
     # party 1's shares of the masks are what it draws from the seed it shares with the dealer
-    mine = draw_masks1(req, torch.Generator().manual_seed(2))
+    mine = draw_masks1(req, Prg.derived(SEED, 1))
     assert all(torch.equal(share1[i], m) for i, m in zip(free(req), mine, strict=True))
     # every other slot is what the item's kind computes from those masks
-    pairs = zip(slots, share0, share1, strict=True)
-    values = [s0 ^ s1 if o.binary else s0 + s1 for o, s0, s1 in pairs]
+    values = [recombine(*triple) for triple in zip(slots, share0, share1, strict=True)]
     again = secrets(req, _Given([values[i] for i in free(req)]))
     assert all(torch.equal(a, v) for a, v in zip(again, values, strict=True))
-    # and the masks are party 0's seeded shares plus party 1's: neither seed alone gives them
-    other = deal(req, torch.Generator().manual_seed(1), torch.Generator().manual_seed(3))[1]
-    assert not all(torch.equal(share1[i], other[i]) for i in free(req))
+    # and the masks are party 0's seeded shares plus party 1's: neither seed alone fixes them
+    for labels0, labels1 in ((0, 2), (3, 1)):  # one party's stream kept, the other's changed
+        again0, again1 = deal(req, Prg.derived(SEED, labels0), Prg.derived(SEED, labels1))
+        masks = [recombine(slots[i], again0[i], again1[i]) for i in free(req)]
+        assert not all(torch.equal(m, values[i]) for m, i in zip(masks, free(req), strict=True))
 
 
 def test_products_in_the_material_are_products_of_its_masks() -> None:
@@ -113,7 +123,7 @@ def test_a_product_item_holds_the_product_of_every_subset_of_its_masks() -> None
 def test_replayed_phases_draw_the_same_shares_as_recorded_ones() -> None:
     """Each run of a phase draws from its own (seed, phase, run) generator, recorded or replayed,
     whatever phases ran in between."""
-    phased = SeededProvider(5)
+    phased = SeededProvider(SEED)
     seen: dict[tuple[int, int], list[torch.Tensor]] = {}
     for run in range(3):  # record once, then prepare ahead twice, with another phase between
         for key in (1, 2):
@@ -121,7 +131,7 @@ def test_replayed_phases_draw_the_same_shares_as_recorded_ones() -> None:
             seen[key, run] = [t for r in REQUESTS for t in phased.get(r)]
             phased.end()
     for (key, run), shares in seen.items():
-        prg = bundle_generator(5, key, run)
+        prg = bundle_generator(SEED, key, run)
         expected = [t for r in REQUESTS for t in draw_share0(r, prg)]
         assert all(torch.equal(a, b) for a, b in zip(shares, expected, strict=True))
     assert not torch.equal(seen[1, 1][0], seen[1, 2][0])

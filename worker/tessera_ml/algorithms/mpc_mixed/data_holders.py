@@ -3,13 +3,13 @@ the labels party then reports the loss and accuracy of the outputs it receives."
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import torch
 
 from tessera_ml.algorithms.mpc_mixed import data
 from tessera_ml.algorithms.mpc_mixed.messages import Message, receive_header, receive_open
+from tessera_ml.algorithms.mpc_mixed.prg import Prg
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 from tessera_ml.algorithms.mpc_mixed.roles import (
     Roles,
@@ -23,8 +23,8 @@ from tessera_ml.context import RankContext
 def send_shares(ctx: RankContext, roles: Roles, x: torch.Tensor, ring: Ring) -> None:
     """One additive share of ``x``, encoded in ``ring``, to each compute party."""
     encoded = ring.encode(x)
-    gen = torch.Generator().manual_seed(int.from_bytes(os.urandom(7), "little"))
-    share0 = ring.random(tuple(encoded.shape), gen)
+    # cryptographic: party 1 must not be able to rebuild party 0's share from a guessed seed
+    share0 = Prg.fresh().ring(tuple(encoded.shape), ring.dtype)
     ctx.comm.send(share0, roles.compute[0])
     ctx.comm.send(encoded - share0, roles.compute[1])
 

@@ -12,17 +12,16 @@ receives the whole phase's material in one bundle before the phase starts (the o
 so online rounds never wait for the dealer. The dealer makes a phase's next bundle as soon as it
 has sent the current one, while the parties compute online, so the next ``begin`` finds it ready.
 
-Each party's seeded shares of the n-th run of phase ``key`` come from a generator seeded with a
-hash of (its seed, key, n) (``bundle_generator``): the dealer can make a bundle before it is
-asked for, whatever other phases come between, and both sides still draw the same shares.
+Each party's seeded shares of the n-th run of phase ``key`` come from a cryptographic stream
+keyed by a hash of (its 32-byte seed, key, n) (``bundle_generator``, ``prg.Prg``): the dealer can
+make a bundle before it is asked for, whatever other phases come between, and both sides still
+draw the same shares; neither compute party can rebuild the other's.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
-import struct
 import threading
 from abc import ABC, abstractmethod
 from collections import Counter, deque
@@ -41,6 +40,7 @@ from tessera_ml.algorithms.mpc_mixed.material import (
     sent,
     slot_bytes,
 )
+from tessera_ml.algorithms.mpc_mixed.prg import KEY_BYTES, Prg
 from tessera_ml.algorithms.mpc_mixed.request import END, WIRE_WORDS, Request
 from tessera_ml.comm.base import Communicator
 
@@ -62,10 +62,9 @@ class OfflineStats:
     messages: int = 0
 
 
-def bundle_generator(seed: int, key: int, run: int) -> torch.Generator:
-    """A party's generator for the ``run``-th time phase ``key`` is served (counted from 0)."""
-    digest = hashlib.blake2b(struct.pack("<qqq", seed, key, run), digest_size=8).digest()
-    return torch.Generator().manual_seed(int.from_bytes(digest, "little") >> 1)
+def bundle_generator(seed: bytes, key: int, run: int) -> Prg:
+    """A party's stream for the ``run``-th time phase ``key`` is served (counted from 0)."""
+    return Prg.derived(seed, key, run)
 
 
 class Provider(ABC):
@@ -92,8 +91,8 @@ class LocalDealer:
     """A dealer inside the process, serving two in-process parties (tests, benchmarks)."""
 
     def __init__(self, seed: int = 0) -> None:
-        self._prg0 = torch.Generator().manual_seed(seed + 1)
-        self._prg1 = torch.Generator().manual_seed(seed + 2)
+        local = b"in-process dealer".ljust(KEY_BYTES, b".")
+        self._prg0, self._prg1 = Prg.derived(local, seed, 0), Prg.derived(local, seed, 1)
         self._pending: tuple[deque[tuple[Request, list[torch.Tensor]]], ...] = (deque(), deque())
         self._lock = threading.Lock()
 
@@ -192,7 +191,7 @@ class RecordingProvider(Provider):
 class SeededProvider(RecordingProvider):
     """Party 0: generates its shares from the seed shared with the dealer; sends nothing."""
 
-    def __init__(self, seed: int) -> None:
+    def __init__(self, seed: bytes) -> None:
         super().__init__()
         self._seed = seed
         self._runs: Counter[int] = Counter()
@@ -214,7 +213,7 @@ class FetchingProvider(RecordingProvider):
     """Party 1: draws its shares of the masks from the seed it shares with the dealer, and
     receives its other shares from the dealer rank."""
 
-    def __init__(self, comm: Communicator, dealer: int, seed: int) -> None:
+    def __init__(self, comm: Communicator, dealer: int, seed: bytes) -> None:
         super().__init__()
         self._comm = comm
         self._dealer = dealer
@@ -271,9 +270,7 @@ def _join_bundle(items: list[list[torch.Tensor]]) -> torch.Tensor:
     return torch.cat(parts) if parts else torch.empty(0, dtype=torch.uint8)
 
 
-def _split_bundle(
-    raw: torch.Tensor, reqs: list[Request], prg: torch.Generator
-) -> list[list[torch.Tensor]]:
+def _split_bundle(raw: torch.Tensor, reqs: list[Request], prg: Prg) -> list[list[torch.Tensor]]:
     """Party 1's shares of ``reqs``: of the masks drawn from ``prg``, the others from ``raw``."""
     out: list[list[torch.Tensor]] = []
     offset = 0
@@ -302,9 +299,9 @@ def serve(
     on_checkpoint: Callable[[int], object] | None = None,
 ) -> dict[str, int]:
     """The dealer rank's loop: seed both parties, then serve party 1 until it says stop."""
-    seed0, seed1 = (int.from_bytes(os.urandom(7), "little") for _ in range(2))
-    comm.send(torch.tensor([seed0], dtype=torch.int64), party0)
-    comm.send(torch.tensor([seed1], dtype=torch.int64), party1)
+    seed0, seed1 = os.urandom(KEY_BYTES), os.urandom(KEY_BYTES)
+    comm.send(torch.frombuffer(bytearray(seed0), dtype=torch.uint8), party0)
+    comm.send(torch.frombuffer(bytearray(seed1), dtype=torch.uint8), party1)
     schedules: dict[int, list[Request]] = {}
     runs: Counter[int] = Counter()
     ahead: dict[int, torch.Tensor] = {}  # phase -> the bundle of its next run, made early
@@ -314,7 +311,7 @@ def serve(
     early_maker = ThreadPoolExecutor(1, "dealer-ahead", initializer=_lower_priority)
     making: Future[None] | None = None
 
-    def make(req: Request, prg0: torch.Generator, prg1: torch.Generator) -> list[torch.Tensor]:
+    def make(req: Request, prg0: Prg, prg1: Prg) -> list[torch.Tensor]:
         share1 = deal(req, prg0, prg1)[1]
         return [share1[i] for i in sent(req)]
 
@@ -330,7 +327,7 @@ def serve(
             cmd = torch.empty(2, dtype=torch.int64)
             comm.recv(cmd, party1)
             op, key = int(cmd[0]), int(cmd[1])
-            if making is not None:  # the generators are the main loop's again
+            if making is not None:  # the bundle made ahead is in `ahead` before it is used
                 making.result()
                 making = None
             if op == Command.STOP:
@@ -375,7 +372,8 @@ def _lower_priority() -> None:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
 
 
-def receive_seed(comm: Communicator, dealer: int) -> int:
-    seed = torch.empty(1, dtype=torch.int64)
+def receive_seed(comm: Communicator, dealer: int) -> bytes:
+    """The seed the dealer gives this compute party (32 bytes)."""
+    seed = torch.empty(KEY_BYTES, dtype=torch.uint8)
     comm.recv(seed, dealer)
-    return int(seed.item())
+    return bytes(seed.numpy())

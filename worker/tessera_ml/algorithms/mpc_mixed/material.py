@@ -22,6 +22,7 @@ from tessera_ml.algorithms.mpc_mixed.material_beaver import BEAVER_MATERIALS
 from tessera_ml.algorithms.mpc_mixed.material_bits import BIT_MATERIALS
 from tessera_ml.algorithms.mpc_mixed.material_kind import Masks, MaterialKind, Slot
 from tessera_ml.algorithms.mpc_mixed.material_rings import RING_MATERIALS
+from tessera_ml.algorithms.mpc_mixed.prg import Prg
 from tessera_ml.algorithms.mpc_mixed.request import Kind, Request
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 
@@ -57,8 +58,14 @@ def slot_bytes(slot: Slot) -> int:
     return math.prod(slot.shape) * torch.empty((), dtype=slot.dtype).element_size()
 
 
-def random_share(slot: Slot, prg: torch.Generator) -> torch.Tensor:
-    """A uniform share for ``slot``: a ring element, or a 0/1 byte."""
+def random_share(slot: Slot, prg: Prg | torch.Generator) -> torch.Tensor:
+    """A uniform share for ``slot``: a ring element, or a 0/1 byte. Parties' seeded shares come
+    from a ``Prg``; a ``torch.Generator`` serves where no party is kept from anything (tests,
+    timing tools)."""
+    if isinstance(prg, Prg):
+        return (
+            prg.bits(slot.shape) if slot.dtype == torch.uint8 else prg.ring(slot.shape, slot.dtype)
+        )
     if slot.dtype == torch.uint8:
         return torch.randint(0, 2, slot.shape, dtype=torch.uint8, generator=prg)
     return Ring(32 if slot.dtype == torch.int32 else 64, 0).random(slot.shape, prg)
@@ -77,7 +84,9 @@ class _Fresh(Masks):
 class _Joint(Masks):
     """Masks made of party 0's and party 1's seeded shares of the item's ``free`` slots."""
 
-    def __init__(self, req: Request, share0: list[torch.Tensor], prg1: torch.Generator) -> None:
+    def __init__(
+        self, req: Request, share0: list[torch.Tensor], prg1: Prg | torch.Generator
+    ) -> None:
         self._slots, self._free, self._share0 = layout(req), free(req), share0
         self._prg1 = prg1
         self.taken: list[torch.Tensor] = []
@@ -108,12 +117,12 @@ def secrets(req: Request, source: torch.Generator | Masks) -> list[torch.Tensor]
     return values
 
 
-def draw_share0(req: Request, prg: torch.Generator) -> list[torch.Tensor]:
+def draw_share0(req: Request, prg: Prg | torch.Generator) -> list[torch.Tensor]:
     """Party 0's shares: pseudo-random from the seed it shares with the dealer."""
     return [random_share(slot, prg) for slot in layout(req)]
 
 
-def draw_masks1(req: Request, prg: torch.Generator) -> list[torch.Tensor]:
+def draw_masks1(req: Request, prg: Prg | torch.Generator) -> list[torch.Tensor]:
     """Party 1's shares of the item's masks (its ``free`` slots, in order): pseudo-random from
     the seed it shares with the dealer, as the dealer drew them in ``deal``."""
     slots = layout(req)
@@ -121,7 +130,7 @@ def draw_masks1(req: Request, prg: torch.Generator) -> list[torch.Tensor]:
 
 
 def deal(
-    req: Request, prg0: torch.Generator, prg1: torch.Generator
+    req: Request, prg0: Prg | torch.Generator, prg1: Prg | torch.Generator
 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Both parties' shares of one item. Party 0's come from ``prg0``; of party 1's, those of the
     masks come from ``prg1`` (party 1 draws them itself, ``draw_masks1``) and the others are
