@@ -8,6 +8,8 @@ from tessera_ml.algorithms.mpc_mixed import material
 from tessera_ml.algorithms.mpc_mixed.dealer import (
     FetchingProvider,
     SeededProvider,
+    _bundle_bytes,
+    _split_bundle,
     bundle_generator,
     receive_seed,
     serve,
@@ -22,7 +24,7 @@ from tessera_ml.algorithms.mpc_mixed.material import (
     sent,
     split,
 )
-from tessera_ml.algorithms.mpc_mixed.material_beaver import Square
+from tessera_ml.algorithms.mpc_mixed.material_beaver import Mul, Square
 from tessera_ml.algorithms.mpc_mixed.material_kind import Masks, Slot
 from tessera_ml.algorithms.mpc_mixed.prg import Prg
 from tessera_ml.algorithms.mpc_mixed.request import END, MAX_FACTORS, Kind, Request
@@ -239,3 +241,42 @@ def test_material_drawn_outside_its_layout_is_refused(monkeypatch: pytest.Monkey
     monkeypatch.setitem(material.KINDS, Kind.SQUARE, Lopsided())
     with pytest.raises(RuntimeError, match="outside its layout"):
         secrets(Request(Kind.SQUARE, 32, (4,)), torch.Generator().manual_seed(0))
+
+
+class _Broken(Mul):
+    """A product kind whose masks disagree with what it declares."""
+
+    def __init__(self, declared: list[int], change_mask: bool = False) -> None:
+        self.declared, self.change_mask = declared, change_mask
+
+    def free(self, req: Request) -> list[int]:
+        return self.declared
+
+    def draw(self, req: Request, masks: Masks) -> list[torch.Tensor]:
+        a, b, c = super().draw(req, masks)
+        return [a + 1 if self.change_mask else a, b, c]
+
+
+@pytest.mark.parametrize(
+    ("kind", "error"),
+    [
+        (_Broken([0]), "took more masks than its free slots"),
+        (_Broken([0, 1, 2]), "left some of its masks untaken"),
+        (_Broken([1, 0]), "does not fit slot 1"),
+        (_Broken([0, 1], change_mask=True), "changed its mask in slot 0"),
+    ],
+)
+def test_a_kind_whose_masks_disagree_with_its_free_slots_is_refused(
+    kind: Mul, error: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(material.KINDS, Kind.MUL, kind)
+    req = Request(Kind.MUL, 64, (3, 4), (4,))
+    with pytest.raises(RuntimeError, match=error):
+        deal(req, Prg.derived(SEED, 0), Prg.derived(SEED, 1))
+
+
+def test_a_bundle_of_the_wrong_size_is_refused() -> None:
+    req = REQUESTS[1]
+    raw = torch.zeros(_bundle_bytes([req]) + 8, dtype=torch.uint8)
+    with pytest.raises(RuntimeError, match="does not match the schedule"):
+        _split_bundle(raw, [req], Prg.derived(SEED, 1))
