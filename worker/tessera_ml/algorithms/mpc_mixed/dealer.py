@@ -188,8 +188,9 @@ class RecordingProvider(Provider):
     def _prepare(self, key: int, schedule: list[Request]) -> list[list[torch.Tensor]]: ...
 
 
-class SeededProvider(RecordingProvider):
-    """Party 0: generates its shares from the seed shared with the dealer; sends nothing."""
+class _SeededRuns(RecordingProvider):
+    """A provider that draws from the stream of each phase's run under the seed it shares with
+    the dealer, counting runs as the dealer does."""
 
     def __init__(self, seed: bytes) -> None:
         super().__init__()
@@ -202,6 +203,10 @@ class SeededProvider(RecordingProvider):
         self._runs[key] += 1
         super().begin(key)
 
+
+class SeededProvider(_SeededRuns):
+    """Party 0: generates its shares from the seed shared with the dealer; sends nothing."""
+
     def _fetch(self, req: Request) -> list[torch.Tensor]:
         return draw_share0(req, self._prg)
 
@@ -209,22 +214,14 @@ class SeededProvider(RecordingProvider):
         return [draw_share0(r, self._prg) for r in schedule]
 
 
-class FetchingProvider(RecordingProvider):
+class FetchingProvider(_SeededRuns):
     """Party 1: draws its shares of the masks from the seed it shares with the dealer, and
     receives its other shares from the dealer rank."""
 
     def __init__(self, comm: Communicator, dealer: int, seed: bytes) -> None:
-        super().__init__()
+        super().__init__(seed)
         self._comm = comm
         self._dealer = dealer
-        self._seed = seed
-        self._runs: Counter[int] = Counter()
-        self._prg = bundle_generator(seed, 0, -1)
-
-    def begin(self, key: int) -> None:
-        self._prg = bundle_generator(self._seed, key, self._runs[key])
-        self._runs[key] += 1
-        super().begin(key)
 
     def _send(self, t: torch.Tensor) -> None:
         self._comm.send(t, self._dealer)
