@@ -282,6 +282,9 @@ def test_a_worker_that_registers_again_ends_the_tasks_it_had_started(plane: Plan
     assert statuses["bob"] == "failed"
 
 
+TTL_S = 2.0
+
+
 def test_only_the_replica_holding_the_lease_schedules_and_another_takes_over(
     plane: Plane,
 ) -> None:
@@ -291,7 +294,8 @@ def test_only_the_replica_holding_the_lease_schedules_and_another_takes_over(
     sent = {"first": Recorder(), "second": Recorder()}
 
     def replica(name: str) -> Scheduler:
-        lease = Lease(factory, ttl_s=0.5, holder=name)
+        # long enough that a loaded machine does not let it lapse while the workers register
+        lease = Lease(factory, ttl_s=TTL_S, holder=name)
         return Scheduler(factory, sent[name], offline_after_s=30, interval_s=3600, lease=lease)
 
     first, second = replica("first"), replica("second")
@@ -309,7 +313,7 @@ def test_only_the_replica_holding_the_lease_schedules_and_another_takes_over(
     assert len(sent["first"].sent) == 2
     assert plane.job(job_id)["status"] == "running"
 
-    time.sleep(0.6)  # the first replica died: its lease lapses
+    time.sleep(TTL_S + 0.1)  # the first replica died: its lease lapses
     before = utcnow()
     second.tick()
     assert second.leading
