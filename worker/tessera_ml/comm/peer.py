@@ -138,13 +138,9 @@ class DirectPeer(Peer):
 
     def _swap(self, mine: list[torch.Tensor]) -> list[torch.Tensor]:
         try:
-            theirs = self._swap_bytes(mine)
+            return self._swap_bytes(mine)
         except ssl.SSLError as exc:
             raise LinkError(f"the link to the other rank failed: {exc}") from exc
-        if self.account is not None:
-            size = sum(t.numel() * t.element_size() for t in mine)
-            self.account.add_p2p(self.other, sent=size, received=size)
-        return theirs
 
     def _swap_bytes(self, mine: list[torch.Tensor]) -> list[torch.Tensor]:
         sock, readable = self.sock, self._readable
@@ -195,6 +191,8 @@ class DirectPeer(Peer):
                 self._wait(wait_out, wait_in)
         if _HEADER.unpack_from(into)[0] != size:
             raise RuntimeError("the two ends of the link are out of step")
+        if self.account is not None:
+            self.account.add_p2p(self.other, sent=size, received=size)
         return _unpack(raw[_HEADER.size :], mine)
 
     def _tls_readable(self) -> bool:
