@@ -311,7 +311,7 @@ def bench(args: BenchArgs) -> BenchReport:
         raise ValueError(f"hier_sync bench takes no --set {', '.join(unknown)} (known: {SETTABLE})")
     extra = args.extra
     parts = extra.get("parts", ",".join(PARTS)).split(",")
-    if not parts or set(parts) - set(PARTS):
+    if set(parts) - set(PARTS):
         raise ValueError(f"parts must name some of {', '.join(PARTS)}, not {extra['parts']!r}")
     hidden = _hidden(extra.get("hidden", "512,512" if args.quick else "2560,2560,2560"))
     steps = int(extra.get("steps", 6 if args.quick else 10))
