@@ -59,7 +59,7 @@ def recombine(slot: Slot, s0: torch.Tensor, s1: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("req", REQUESTS, ids=lambda r: r.kind.name)
 def test_shares_recombine_to_the_dealers_values(req: Request) -> None:
-    gen, prg = torch.Generator().manual_seed(1), torch.Generator().manual_seed(2)
+    gen, prg = Prg.derived(SEED, 1), Prg.derived(SEED, 2)
     values = secrets(req, gen)
     share0 = draw_share0(req, prg)
     share1 = split(req, values, share0)
@@ -101,15 +101,15 @@ def test_party_1_draws_its_shares_of_the_masks_and_receives_what_is_computed_fro
 
 
 def test_products_in_the_material_are_products_of_its_masks() -> None:
-    a, b, c = secrets(REQUESTS[1], torch.Generator().manual_seed(3))
+    a, b, c = secrets(REQUESTS[1], Prg.derived(SEED, 3))
     assert torch.equal(c, a @ b)
-    r, high, msb = secrets(REQUESTS[2], torch.Generator().manual_seed(3))
+    r, high, msb = secrets(REQUESTS[2], Prg.derived(SEED, 3))
     assert torch.equal(high, (r >> 8) & ((1 << 56) - 1)) and torch.equal(msb, (r < 0).long())
 
 
 def test_a_product_item_holds_the_product_of_every_subset_of_its_masks() -> None:
     req = Request(Kind.PRODUCT, 64, (5,), bit_factors=(True, False, True, False))
-    values = secrets(req, torch.Generator().manual_seed(4))
+    values = secrets(req, Prg.derived(SEED, 4))
     bits, subsets = values[:2], values[2:]
     assert len(subsets) == 2**4 - 1 and all(b.dtype == torch.uint8 for b in bits)
     masks = [subsets[0], subsets[1], subsets[3], subsets[7]]  # the single factors
@@ -235,12 +235,12 @@ def test_a_field_the_kind_does_not_take_is_refused() -> None:
 
 def test_material_drawn_outside_its_layout_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     class Lopsided(Square):
-        def draw(self, req: Request, gen: torch.Generator) -> list[torch.Tensor]:
-            return super().draw(req, gen)[:1]
+        def draw(self, req: Request, masks: Masks) -> list[torch.Tensor]:
+            return super().draw(req, masks)[:1]
 
     monkeypatch.setitem(material.KINDS, Kind.SQUARE, Lopsided())
     with pytest.raises(RuntimeError, match="outside its layout"):
-        secrets(Request(Kind.SQUARE, 32, (4,)), torch.Generator().manual_seed(0))
+        secrets(Request(Kind.SQUARE, 32, (4,)), Prg.derived(SEED, 0))
 
 
 class _Broken(Mul):

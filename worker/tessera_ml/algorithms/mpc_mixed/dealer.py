@@ -36,6 +36,7 @@ from tessera_ml.algorithms.mpc_mixed.material import (
     deal,
     draw_masks1,
     draw_share0,
+    free,
     layout,
     sent,
     slot_bytes,
@@ -272,18 +273,16 @@ def _split_bundle(raw: torch.Tensor, reqs: list[Request], prg: Prg) -> list[list
     out: list[list[torch.Tensor]] = []
     offset = 0
     for req in reqs:
-        slots = layout(req)
-        item: list[torch.Tensor | None] = [None] * len(slots)
-        masks = iter(draw_masks1(req, prg))
-        sending = set(sent(req))
-        for i, slot in enumerate(slots):
-            if i not in sending:
-                item[i] = next(masks)
+        masks = dict(zip(free(req), draw_masks1(req, prg), strict=True))
+        item: list[torch.Tensor] = []
+        for i, slot in enumerate(layout(req)):
+            if i in masks:
+                item.append(masks[i])
                 continue
             size = slot_bytes(slot)
-            item[i] = raw[offset : offset + size].clone().view(slot.dtype).reshape(slot.shape)
+            item.append(raw[offset : offset + size].clone().view(slot.dtype).reshape(slot.shape))
             offset += size
-        out.append([t for t in item if t is not None])
+        out.append(item)
     if offset != raw.numel():
         raise RuntimeError("the dealer's bundle does not match the schedule")
     return out

@@ -24,7 +24,6 @@ from tessera_ml.algorithms.mpc_mixed.material_kind import Masks, MaterialKind, S
 from tessera_ml.algorithms.mpc_mixed.material_rings import RING_MATERIALS
 from tessera_ml.algorithms.mpc_mixed.prg import Prg
 from tessera_ml.algorithms.mpc_mixed.request import Kind, Request
-from tessera_ml.algorithms.mpc_mixed.ring import Ring
 
 KINDS: dict[Kind, MaterialKind] = {
     m.kind: m for m in (*BEAVER_MATERIALS, *RING_MATERIALS, *BIT_MATERIALS)
@@ -58,55 +57,49 @@ def slot_bytes(slot: Slot) -> int:
     return math.prod(slot.shape) * torch.empty((), dtype=slot.dtype).element_size()
 
 
-def random_share(slot: Slot, prg: Prg | torch.Generator) -> torch.Tensor:
-    """A uniform share for ``slot``: a ring element, or a 0/1 byte. Parties' seeded shares come
-    from a ``Prg``; a ``torch.Generator`` serves where no party is kept from anything (tests,
-    timing tools)."""
-    if isinstance(prg, Prg):
-        return (
-            prg.bits(slot.shape) if slot.dtype == torch.uint8 else prg.ring(slot.shape, slot.dtype)
-        )
-    if slot.dtype == torch.uint8:
-        return torch.randint(0, 2, slot.shape, dtype=torch.uint8, generator=prg)
-    return Ring(32 if slot.dtype == torch.int32 else 64, 0).random(slot.shape, prg)
+def random_share(slot: Slot, prg: Prg) -> torch.Tensor:
+    """A uniform share for ``slot``: a ring element, or a 0/1 byte."""
+    return prg.bits(slot.shape) if slot.dtype == torch.uint8 else prg.ring(slot.shape, slot.dtype)
 
 
 class _Fresh(Masks):
-    """Masks drawn from the dealer's own generator."""
+    """Masks drawn from one stream (the values alone, with no party's share in them)."""
 
-    def __init__(self, gen: torch.Generator) -> None:
-        self._gen = gen
+    def __init__(self, prg: Prg) -> None:
+        self._prg = prg
 
     def take(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-        return random_share(Slot(shape, dtype, False), self._gen)
+        return random_share(Slot(shape, dtype, False), self._prg)
 
 
 class _Joint(Masks):
     """Masks made of party 0's and party 1's seeded shares of the item's ``free`` slots."""
 
-    def __init__(
-        self, req: Request, share0: list[torch.Tensor], prg1: Prg | torch.Generator
-    ) -> None:
+    def __init__(self, req: Request, share0: list[torch.Tensor], prg1: Prg) -> None:
         self._slots, self._free, self._share0 = layout(req), free(req), share0
         self._prg1 = prg1
-        self.taken: list[torch.Tensor] = []
+        self.share1: list[torch.Tensor] = []
+        """Party 1's shares of the masks handed out, in order."""
+        self.given: list[torch.Tensor] = []
+        """The masks handed out, in order."""
 
     def take(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
-        if len(self.taken) == len(self._free):
+        if len(self.given) == len(self._free):
             raise RuntimeError("a material kind took more masks than its free slots")
-        index = self._free[len(self.taken)]
+        index = self._free[len(self.given)]
         slot = self._slots[index]
         if tuple(shape) != slot.shape or dtype != slot.dtype:
-            raise RuntimeError(f"mask {len(self.taken)} does not fit slot {index}: {slot}")
+            raise RuntimeError(f"mask {len(self.given)} does not fit slot {index}: {slot}")
         s0, s1 = self._share0[index], random_share(slot, self._prg1)
-        self.taken.append(s1)
-        return s0 ^ s1 if slot.binary else s0 + s1
+        self.share1.append(s1)
+        self.given.append(s0 ^ s1 if slot.binary else s0 + s1)
+        return self.given[-1]
 
 
-def secrets(req: Request, source: torch.Generator | Masks) -> list[torch.Tensor]:
+def secrets(req: Request, source: Prg | Masks) -> list[torch.Tensor]:
     """The dealer's values for one item, in ``layout`` order, its masks from ``source``."""
     material = _kind(req)
-    masks = _Fresh(source) if isinstance(source, torch.Generator) else source
+    masks = _Fresh(source) if isinstance(source, Prg) else source
     values = material.draw(req, masks)
     slots = material.layout(req)
     if len(values) != len(slots) or any(
@@ -117,21 +110,19 @@ def secrets(req: Request, source: torch.Generator | Masks) -> list[torch.Tensor]
     return values
 
 
-def draw_share0(req: Request, prg: Prg | torch.Generator) -> list[torch.Tensor]:
+def draw_share0(req: Request, prg: Prg) -> list[torch.Tensor]:
     """Party 0's shares: pseudo-random from the seed it shares with the dealer."""
     return [random_share(slot, prg) for slot in layout(req)]
 
 
-def draw_masks1(req: Request, prg: Prg | torch.Generator) -> list[torch.Tensor]:
+def draw_masks1(req: Request, prg: Prg) -> list[torch.Tensor]:
     """Party 1's shares of the item's masks (its ``free`` slots, in order): pseudo-random from
     the seed it shares with the dealer, as the dealer drew them in ``deal``."""
     slots = layout(req)
     return [random_share(slots[i], prg) for i in free(req)]
 
 
-def deal(
-    req: Request, prg0: Prg | torch.Generator, prg1: Prg | torch.Generator
-) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+def deal(req: Request, prg0: Prg, prg1: Prg) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Both parties' shares of one item. Party 0's come from ``prg0``; of party 1's, those of the
     masks come from ``prg1`` (party 1 draws them itself, ``draw_masks1``) and the others are
     the values less party 0's shares (what the dealer sends, slots ``sent``). Each mask is
@@ -139,12 +130,19 @@ def deal(
     share0 = draw_share0(req, prg0)
     joint = _Joint(req, share0, prg1)
     values = secrets(req, joint)
-    if len(joint.taken) != len(free(req)):
+    masks = free(req)
+    if len(joint.given) != len(masks):
         raise RuntimeError(f"the {req.kind.name} material left some of its masks untaken")
-    share1 = split(req, values, share0)
-    for index, s1 in zip(free(req), joint.taken, strict=True):
-        if not torch.equal(share1[index], s1):
+    taken = dict(zip(masks, zip(joint.given, joint.share1, strict=True), strict=True))
+    share1: list[torch.Tensor] = []
+    for index, (slot, value, s0) in enumerate(zip(layout(req), values, share0, strict=True)):
+        if index not in taken:
+            share1.append(_less(slot, value, s0))
+            continue
+        mask, s1 = taken[index]
+        if value is not mask:  # the kind must hold the very masks it took
             raise RuntimeError(f"the {req.kind.name} material changed its mask in slot {index}")
+        share1.append(s1)
     return share0, share1
 
 
@@ -153,6 +151,11 @@ def split(
 ) -> list[torch.Tensor]:
     """Party 1's shares, given the secrets and party 0's shares."""
     return [
-        v ^ s0 if slot.binary else v - s0
-        for slot, v, s0 in zip(layout(req), values, share0, strict=True)
+        _less(*slot_value_share)
+        for slot_value_share in zip(layout(req), values, share0, strict=True)
     ]
+
+
+def _less(slot: Slot, value: torch.Tensor, share0: torch.Tensor) -> torch.Tensor:
+    """The share that with ``share0`` makes ``value``."""
+    return value ^ share0 if slot.binary else value - share0

@@ -32,9 +32,10 @@ import torch
 from tessera_ml.algorithms.mpc_mixed import data
 from tessera_ml.algorithms.mpc_mixed.dealer import RecordingProvider
 from tessera_ml.algorithms.mpc_mixed.local import share_inputs
-from tessera_ml.algorithms.mpc_mixed.material import draw_share0, secrets, split
+from tessera_ml.algorithms.mpc_mixed.material import deal
 from tessera_ml.algorithms.mpc_mixed.model import SharedMlp, init_params, train_step
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
+from tessera_ml.algorithms.mpc_mixed.prg import KEY_BYTES, Prg
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.request import Request
 from tessera_ml.comm.base import Communicator
@@ -70,19 +71,16 @@ inside another (``trunc_each`` inside ``mul_public``) counts for the outer one."
 
 
 class ReplayProvider(RecordingProvider):
-    """Both parties draw the same secrets and party 0's shares from one seed; each keeps its
-    own shares. Only for timing: either process could rebuild the other's shares."""
+    """Both parties deal the same material from the same seeds, as the dealer would; each keeps
+    its own shares. Only for timing: either process could rebuild the other's shares."""
 
     def __init__(self, party: int, seed: int = 0) -> None:
         super().__init__()
         self._party = party
-        self._fresh = torch.Generator().manual_seed(seed)
-        self._prg0 = torch.Generator().manual_seed(seed + 1)
+        self._prg0, self._prg1 = (Prg.derived(bytes(KEY_BYTES), seed, p) for p in (0, 1))
 
     def _draw(self, req: Request) -> list[torch.Tensor]:
-        values = secrets(req, self._fresh)
-        share0 = draw_share0(req, self._prg0)
-        return share0 if self._party == 0 else split(req, values, share0)
+        return deal(req, self._prg0, self._prg1)[self._party]
 
     def _fetch(self, req: Request) -> list[torch.Tensor]:
         return self._draw(req)
