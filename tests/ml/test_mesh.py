@@ -116,3 +116,29 @@ def _one_party(comm: Communicator) -> tuple[bool, float]:
 
 def test_a_job_of_one_party_is_a_plain_world_of_its_own() -> None:
     assert run_world(_one_party, 3, parties=["bob"] * 3) == [(True, 3.0)] * 3
+
+
+def _pair_all_reduce(comm: Communicator) -> dict[str, Any]:
+    sent: list[int] = []
+    if isinstance(comm, MeshCommunicator):
+        comm.tap = lambda peer, payload: sent.append(len(payload))
+    out: dict[str, Any] = {}
+    gen = torch.Generator().manual_seed(100 + comm.rank)
+    for size in (1, 7, 10_001):
+        for op in ("sum", "max", "min"):
+            t = torch.randn(size, generator=gen, dtype=torch.float64)
+            comm.all_reduce(t, op=op)
+            out[f"{op}-{size}"] = t.tolist()
+    out["sent"] = sent
+    return out
+
+
+def test_two_parties_all_reduce_in_one_exchange_with_the_same_bits_on_both() -> None:
+    mesh = run_world(_pair_all_reduce, 2, parties=["alice", "bob"])
+    gloo = run_world(_pair_all_reduce, 2)
+
+    results = {k: v for k, v in mesh[0].items() if k != "sent"}
+    assert results == {k: v for k, v in mesh[1].items() if k != "sent"}
+    assert results == {k: v for k, v in gloo[0].items() if k != "sent"}
+    # one message each way per all-reduce, the whole tensor (a ring sends two halves)
+    assert mesh[0]["sent"] == mesh[1]["sent"] == [8 * n for n in (1, 7, 10_001) for _ in range(3)]
