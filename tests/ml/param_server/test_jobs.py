@@ -129,7 +129,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Outcomes]:
         ({**BASE, "dataset": "generated:clicks?rows=3000&fields=3&ids=200"}, None, None),
         ({**BASE, "admission_count": 3}, str(root / "e"), None),
         ({**BASE, "eviction": "ttl", "ttl_steps": 1, "evict_every": 3}, None, None),
-        ({**BASE, "stop_after": 2}, str(root / "f"), None),
+        ({**BASE, "steps": 8, "stop_after": 2}, str(root / "f"), None),
     ]
     # servers on alice, workers on bob and carol: the mesh, as on the platform
     parties = world_parties(_planned(config) for config, _, _ in jobs)
@@ -250,6 +250,11 @@ def test_a_stop_ends_every_rank_after_the_same_step_with_an_export(
     world: tuple[Path, Outcomes],
 ) -> None:
     root, runs = world
-    assert [runs["stopped"][r][0]["steps"] for r in range(4)] == [3, 3, 3, 3]
+    # the stop read in step 2 is agreed in that step's reduction; step 3, whose rows were
+    # already requested, is the last
+    assert [runs["stopped"][r][0]["steps"] for r in range(4)] == [4, 4, 4, 4]
     for s in SERVERS:
-        assert _final(root / "f", 3, s)["ids"].numel() == runs["stopped"][s][0]["live_rows"]
+        assert _final(root / "f", 4, s)["ids"].numel() == runs["stopped"][s][0]["live_rows"]
+    # rows exist for exactly the ids of the steps trained
+    union = torch.cat([_final(root / "f", 4, s)["ids"] for s in SERVERS]).sort().values
+    assert torch.equal(union, _seen_ids({**BASE}, 4))

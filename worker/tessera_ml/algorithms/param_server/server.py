@@ -17,7 +17,14 @@ from tessera_ml.algorithms.param_server.optim import make_optimizer
 from tessera_ml.algorithms.param_server.spec import ParamServerConfig
 from tessera_ml.algorithms.param_server.table import TableExport
 from tessera_ml.algorithms.param_server.tables import make_table
-from tessera_ml.algorithms.param_server.wire import UNIQUE, Header, Kind, recv_header
+from tessera_ml.algorithms.param_server.wire import (
+    UNIQUE,
+    Header,
+    Kind,
+    push_pull_bytes,
+    recv_header,
+    split_push_pull,
+)
 from tessera_ml.context import RankContext
 
 _META = 2  # eviction bookkeeping columns after the optimizer state: last step used, use count
@@ -223,6 +230,14 @@ class ShardServer:
                 header = recv_header(comm, worker)
                 if header.kind == Kind.STOP:
                     break
+                if header.kind == Kind.PUSH_PULL:
+                    payload = torch.empty(push_pull_bytes(header, dim), dtype=torch.uint8)
+                    if payload.numel():
+                        comm.recv(payload, worker)
+                    ids, grads = split_push_pull(payload, header, dim)
+                    self._push(worker, header.step, grads.to(self.device))
+                    self._answer(worker, header.then(), ids)
+                    continue
                 if header.kind == Kind.PUSH:
                     grads = torch.empty((header.count, dim), dtype=torch.float32)
                     if header.count:
@@ -232,16 +247,21 @@ class ShardServer:
                 ids = torch.empty(header.count, dtype=torch.int64)
                 if header.count:
                     comm.recv(ids, worker)
-                    rows = self._pull(worker, header, ids.to(self.device))
-                    comm.send(rows.cpu(), worker)
-                elif header.kind == Kind.PULL:
-                    self._pull(worker, header, ids.to(self.device))
+                self._answer(worker, header, ids)
         except BaseException as exc:
             with self.cond:
                 self.errors.append(exc)
         with self.cond:
             self.finished += 1
             self.cond.notify_all()
+
+    def _answer(self, worker: int, header: Header, ids: torch.Tensor) -> None:
+        """A PULL or LOOKUP: reply with the rows (a PULL of no ids is recorded, not answered)."""
+        if header.count:
+            rows = self._pull(worker, header, ids.to(self.device))
+            self.ctx.comm.send(rows.cpu(), worker)
+        elif header.kind == Kind.PULL:
+            self._pull(worker, header, ids.to(self.device))
 
     def serve(self) -> None:
         """Serve every worker until each has sent STOP; re-raise the first failure."""

@@ -1,8 +1,10 @@
 """The worker role: reads its share of the click log, pulls rows, trains the dense tower.
 
-Per step: deduplicate the batch's ids, split them by server (``shard_of``), PULL the rows, run
-forward and backward (autograd sums each unique id's gradient), all-reduce the dense gradient
-among the workers, PUSH the per-id gradients. In async mode the pulls of the next
+Per step: read the next step's batch and deduplicate its ids while the servers answer this
+step's PULL; forward and backward (autograd sums each unique id's gradient); send each server
+its part of the per-id gradients together with the next step's ids (PUSH_PULL, split by
+``shard_of``), so the servers apply the step and answer the next pull while the workers
+all-reduce the dense gradient and step the dense tower. In async mode the pulls of the next
 ``staleness`` steps are already in flight while a step computes.
 """
 
@@ -21,7 +23,13 @@ from tessera_ml.algorithms.param_server.hashing import shard_of
 from tessera_ml.algorithms.param_server.metrics import auc
 from tessera_ml.algorithms.param_server.model import dense_tower, forward
 from tessera_ml.algorithms.param_server.spec import ParamServerConfig
-from tessera_ml.algorithms.param_server.wire import UNIQUE, Header, Kind, send_request
+from tessera_ml.algorithms.param_server.wire import (
+    UNIQUE,
+    Header,
+    Kind,
+    push_pull_payload,
+    send_request,
+)
 from tessera_ml.comm.base import Communicator, Group, Work
 from tessera_ml.context import RankContext
 
@@ -44,6 +52,15 @@ class Pull:
         return out
 
 
+@dataclass
+class Pushed:
+    """The gradients of a step's pulled rows, to travel with the next PULL."""
+
+    pull: Pull
+    step: int
+    grads: torch.Tensor
+
+
 def request_rows(
     comm: Communicator,
     servers: list[int],
@@ -53,14 +70,23 @@ def request_rows(
     step: int,
     dim: int,
     unique: bool,
+    pushed: Pushed | None = None,
 ) -> Pull:
-    """Send each server the keys it owns and post the receives of its reply."""
+    """Send each server the keys it owns (after its part of ``pushed``, in the same message)
+    and post the receives of its reply."""
     shard = shard_of(keys, len(servers))
     parts, replies, works = [], [], []
     flags = UNIQUE if unique else 0
     for s, server in enumerate(servers):
         pos = (shard == s).nonzero().squeeze(1)
-        works += send_request(comm, server, Header(kind, step, pos.numel(), flags), keys[pos])
+        if pushed is None:
+            works += send_request(comm, server, Header(kind, step, pos.numel(), flags), keys[pos])
+        else:
+            assert kind == Kind.PULL
+            done = pushed.pull.parts[s][1]
+            header = Header(Kind.PUSH_PULL, pushed.step, done.numel(), flags, step, pos.numel())
+            payload = push_pull_payload(pushed.grads[done], keys[pos])
+            works += send_request(comm, server, header, payload)
         reply = torch.empty((pos.numel(), dim), dtype=torch.float32)
         if pos.numel():
             works.append(comm.irecv(reply, server))
@@ -74,6 +100,16 @@ def push_grads(comm: Communicator, pull: Pull, step: int, grads: torch.Tensor) -
     for server, pos in pull.parts:
         works += send_request(comm, server, Header(Kind.PUSH, step, pos.numel()), grads[pos])
     return works
+
+
+@dataclass
+class Ids:
+    """One step's data before its rows are requested: the keys to pull and how to lay them out."""
+
+    keys: torch.Tensor
+    inverse: torch.Tensor | None
+    labels: torch.Tensor
+    shape: tuple[int, int]
 
 
 @dataclass
@@ -97,27 +133,31 @@ class Worker:
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.dense_lr)
         self.params = [p for p in self.model.parameters()]
 
-    def pull_batch(self, step: int) -> Batch:
+    def read_ids(self, step: int) -> Ids:
+        """The step's batch, its ids deduplicated (when ``dedup``)."""
         ids, labels = self.source.train_batch(step)
         flat = ids.flatten()
         inverse = None
         if self.config.dedup:
             flat, inverse = torch.unique(flat, return_inverse=True)
+            inverse = inverse.to(self.device)
+        return Ids(flat, inverse, labels.to(self.device), (ids.shape[0], ids.shape[1]))
+
+    def pull(self, step: int, ids: Ids, pushed: Pushed | None = None) -> Batch:
         pull = request_rows(
             self.ctx.comm,
             self.servers,
-            flat,
+            ids.keys,
             kind=Kind.PULL,
             step=step,
             dim=self.config.dim,
             unique=self.config.dedup,
+            pushed=pushed,
         )
-        if inverse is not None:
-            inverse = inverse.to(self.device)
-        return Batch(labels.to(self.device), (ids.shape[0], ids.shape[1]), inverse, pull)
+        return Batch(ids.labels, ids.shape, ids.inverse, pull)
 
-    def train_step(self, step: int, batch: Batch, stop: bool) -> tuple[float, bool, list[Work]]:
-        """One step; returns the mean loss over workers, whether to stop, the push works."""
+    def backward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        """Forward and backward; returns the loss and the gradient of every pulled row."""
         # rows arrive from the servers in host memory; the dense tower runs on the rank's device
         leaf = batch.pull.wait(self.config.dim).to(self.device).requires_grad_(True)
         emb = leaf if batch.inverse is None else leaf[batch.inverse]
@@ -127,9 +167,15 @@ class Worker:
         loss = F.binary_cross_entropy_with_logits(logits, batch.labels)
         self.optimizer.zero_grad(set_to_none=False)
         loss.backward()
+        assert leaf.grad is not None
+        return loss.detach(), leaf.grad.cpu()
+
+    def step_dense(self, loss: torch.Tensor, stop: bool) -> tuple[float, bool]:
+        """All-reduce the dense gradient (with the loss and the stop flag) and step the dense
+        tower; returns the mean loss over workers and whether any worker stops."""
         flat = torch.cat(
             [p.grad.flatten() for p in self.params if p.grad is not None]
-            + [loss.detach().view(1), torch.tensor([float(stop)], device=self.device)]
+            + [loss.view(1), torch.tensor([float(stop)], device=self.device)]
         )
         self.ctx.comm.all_reduce(flat, group=self.group)
         offset = 0
@@ -139,9 +185,7 @@ class Worker:
             p.grad.copy_(flat[offset : offset + n].view_as(p)).div_(self.group.size)
             offset += n
         self.optimizer.step()
-        assert leaf.grad is not None
-        works = push_grads(self.ctx.comm, batch.pull, step, leaf.grad.cpu())
-        return float(flat[-2]) / self.group.size, bool(flat[-1] > 0), works
+        return float(flat[-2]) / self.group.size, bool(flat[-1] > 0)
 
     def evaluate(self, step: int) -> dict[str, float]:
         """AUC and loss over the held-out samples, split among the workers."""
@@ -196,24 +240,38 @@ def run_worker(ctx: RankContext, servers: list[int], group: Group) -> dict[str, 
     start = worker.restore(resumed) if resumed is not None else 0
     ahead = config.staleness if config.mode == "async" else 0
     inflight: deque[Batch] = deque(
-        worker.pull_batch(s) for s in range(start, min(start + ahead + 1, config.steps))
+        worker.pull(s, worker.read_ids(s))
+        for s in range(start, min(start + ahead + 1, config.steps))
     )
     pushes: list[Work] = []
     lead = group.index(ctx.rank) == 0
-    step, loss, stopped = start, float("nan"), False
+    step, loss = start, float("nan")
+    # a stop is agreed in one step's reduction and ends training after the next step, whose
+    # pull is already out by then: no row is made for a step that never trains
+    last, stopped = False, False
     samples_per_step = config.batch_size * group.size
     evaluation: dict[str, float] = {}
     started = time.perf_counter()
     while step < config.steps and not stopped:
         t0 = time.perf_counter()
+        following = step + ahead + 1
+        # read while the servers answer this step's pull
+        more = following < config.steps and not last
+        upcoming = worker.read_ids(following) if more else None
         batch = inflight.popleft()
-        loss, stopped, new_pushes = worker.train_step(step, batch, ctx.stop.is_set())
+        step_loss, grads = worker.backward(batch)
+        # the push and the next pull go out together, so the servers apply and answer while
+        # the workers reduce the dense gradient
+        if upcoming is not None:
+            inflight.append(worker.pull(following, upcoming, Pushed(batch.pull, step, grads)))
+            new_pushes = []
+        else:
+            new_pushes = push_grads(ctx.comm, batch.pull, step, grads)
+        loss, stopping = worker.step_dense(step_loss, ctx.stop.is_set())
+        stopped, last = last, stopping
         for w in pushes:
             w.wait()
         pushes = new_pushes
-        following = step + ahead + 1
-        if not stopped and following < config.steps:
-            inflight.append(worker.pull_batch(following))
         step += 1
         elapsed = time.perf_counter() - t0
         stats = ctx.comm.stats
