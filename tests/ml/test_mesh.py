@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from tessera_ml.comm.base import Communicator
+from tessera_ml.comm.base import Communicator, ReduceOp
 from tessera_ml.comm.mesh import MeshCommunicator
 from tessera_ml.security.tls import peer_identity
 from tessera_ml.worlds import run_world
@@ -118,27 +118,57 @@ def test_a_job_of_one_party_is_a_plain_world_of_its_own() -> None:
     assert run_world(_one_party, 3, parties=["bob"] * 3) == [(True, 3.0)] * 3
 
 
+def _bits(t: torch.Tensor) -> list[int]:
+    return t.contiguous().view(torch.int64).flatten().tolist()
+
+
 def _pair_all_reduce(comm: Communicator) -> dict[str, Any]:
     sent: list[int] = []
     if isinstance(comm, MeshCommunicator):
         comm.tap = lambda peer, payload: sent.append(len(payload))
-    out: dict[str, Any] = {}
-    gen = torch.Generator().manual_seed(100 + comm.rank)
+    rank = comm.rank
+    values: dict[str, Any] = {}
+    bits: dict[str, list[int]] = {}
+    gen = torch.Generator().manual_seed(100 + rank)
     for size in (1, 7, 10_001):
-        for op in ("sum", "max", "min"):
+        for op in ("sum", "max", "min", "avg"):
             t = torch.randn(size, generator=gen, dtype=torch.float64)
             comm.all_reduce(t, op=op)
-            out[f"{op}-{size}"] = t.tolist()
-    out["sent"] = sent
-    return out
+            values[f"{op}-{size}"], bits[f"{op}-{size}"] = t.tolist(), _bits(t)
+    # ties the order of the operands decides: signed zeros, NaNs of different payloads
+    zeros = torch.tensor([-0.0, 0.0, -0.0]) if rank == 0 else torch.tensor([0.0, -0.0, -0.0])
+    tied: tuple[ReduceOp, ...] = ("sum", "max", "min")
+    for tie in tied:
+        t = zeros.clone().double()
+        comm.all_reduce(t, op=tie)
+        bits[f"zeros-{tie}"] = _bits(t)
+    nan = torch.tensor([0x7FF8000000000001 + rank], dtype=torch.int64).view(torch.float64)
+    comm.all_reduce(nan)
+    bits["nan"] = _bits(nan)
+    # a transposed (non-contiguous) tensor and an integer one
+    t = (torch.arange(6, dtype=torch.float32).view(2, 3) * (rank + 1)).t()
+    comm.all_reduce(t)
+    values["transposed"] = t.tolist()
+    ints = torch.tensor([rank, 5, -rank], dtype=torch.int64)
+    comm.all_reduce(ints, op="max")
+    values["ints"] = ints.tolist()
+    # beyond the one-exchange size, the ring's two halves
+    big = torch.full((1 << 18,), float(rank + 1), dtype=torch.float64)
+    comm.all_reduce(big)
+    values["big"] = float(big.sum())
+    return {"values": values, "bits": bits, "sent": sent}
 
 
 def test_two_parties_all_reduce_in_one_exchange_with_the_same_bits_on_both() -> None:
     mesh = run_world(_pair_all_reduce, 2, parties=["alice", "bob"])
     gloo = run_world(_pair_all_reduce, 2)
 
-    results = {k: v for k, v in mesh[0].items() if k != "sent"}
-    assert results == {k: v for k, v in mesh[1].items() if k != "sent"}
-    assert results == {k: v for k, v in gloo[0].items() if k != "sent"}
-    # one message each way per all-reduce, the whole tensor (a ring sends two halves)
-    assert mesh[0]["sent"] == mesh[1]["sent"] == [8 * n for n in (1, 7, 10_001) for _ in range(3)]
+    assert mesh[0]["bits"] == mesh[1]["bits"]
+    assert mesh[0]["values"] == mesh[1]["values"] == gloo[0]["values"]
+    assert mesh[0]["values"]["transposed"] == [[0.0, 9.0], [3.0, 12.0], [6.0, 15.0]]
+    assert mesh[0]["values"]["ints"] == [1, 5, 0]
+    assert mesh[0]["values"]["big"] == 3.0 * (1 << 18)
+    # one message each way per all-reduce, the whole tensor (a ring sends two halves); the
+    # large tensor goes round the ring
+    small = [8 * n for n in (1, 7, 10_001) for _ in range(4)] + [24] * 3 + [8, 24, 24]
+    assert mesh[0]["sent"] == mesh[1]["sent"] == [*small, 1 << 20, 1 << 20]

@@ -27,6 +27,11 @@ P2P_TAG = 0
 _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
 
+PAIR_EXCHANGE_MAX = 1 << 20
+"""Two ranks all-reduce tensors up to this size in one exchange (larger ones: the ring, which
+needs a staging buffer of half the size)."""
+
+
 class MeshCommunicator(Communicator):
     """A platform job's communicator (see ``tessera_ml.comm.mesh``); built by ``connect_mesh``."""
 
@@ -252,14 +257,18 @@ class MeshCommunicator(Communicator):
         flat = tensor.detach().reshape(-1).contiguous()
         if flat.device.type != "cpu":
             flat = flat.cpu()
-        if n == 2:
+        if n == 2 and nbytes(flat) <= PAIR_EXCHANGE_MAX:
             # the same bytes as the ring's two halves, in one exchange instead of two rounds;
-            # x + y == y + x in floating point, so both ranks hold the same bits
+            # both ranks combine in rank order, so they hold the same bits (-0.0 and +0.0 under
+            # max, NaN payloads under sum)
             incoming = torch.empty_like(flat)
             work = self._isend(flat, right, tag, wait=False)
             self._irecv(incoming, left, tag, wait=True)
             work.wait()
-            _combine(flat, incoming, op)
+            if p == 0:
+                _combine(flat, incoming, op)
+            else:
+                _combine_into(incoming, flat, flat, op)
             if flat.data_ptr() != tensor.data_ptr() or not tensor.is_contiguous():
                 tensor.copy_(flat.view(tensor.shape))
             return
@@ -298,6 +307,16 @@ class MeshCommunicator(Communicator):
         self.into.clear()
         if dist.is_initialized():
             dist.destroy_process_group()
+
+
+def _combine_into(first: torch.Tensor, second: torch.Tensor, out: torch.Tensor, op: str) -> None:
+    """``out = op(first, second)``, in that order."""
+    if op == "sum":
+        torch.add(first, second, out=out)
+    elif op == "max":
+        torch.maximum(first, second, out=out)
+    else:
+        torch.minimum(first, second, out=out)
 
 
 def _combine(target: torch.Tensor, incoming: torch.Tensor, op: str) -> None:
