@@ -124,7 +124,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Outcomes]:
         (config, str(root / "a"), None),
         (config, str(root / "b"), str(root / "a" / "step-000000002")),
         ({**BASE, "dedup": False}, str(root / "c"), None),
-        ({**BASE, "mode": "async", "staleness": 2}, str(root / "d"), None),
+        # evaluating after two steps sends a LOOKUP while the next two steps' pulls are in flight
+        ({**BASE, "mode": "async", "staleness": 2, "eval_every": 2}, str(root / "d"), None),
         ({**BASE, "eviction": "lfu", "max_rows": 150, "evict_every": 2}, None, None),
         ({**BASE, "dataset": "generated:clicks?rows=3000&fields=3&ids=200"}, None, None),
         ({**BASE, "admission_count": 3}, str(root / "e"), None),
@@ -205,6 +206,9 @@ def test_async_keeps_the_rows_and_diverges_only_through_staleness(
         assert torch.equal(ids, full_ids)
         assert not torch.equal(params, full_params)
     assert runs["stale"][WORKERS[0]][0]["steps"] == 4
+    # evaluated at step 2 and at the end; the LOOKUP made no rows (the ids are the full job's)
+    aucs = _series(runs["stale"][WORKERS[0]][1], "auc")
+    assert len(aucs) == 2 and all(0.0 <= a <= 1.0 for a in aucs)
 
 
 def test_lfu_eviction_keeps_each_shard_at_its_bound(world: tuple[Path, Outcomes]) -> None:

@@ -9,6 +9,7 @@ from tessera_ml.algorithms.param_server.wire import (
     UNIQUE,
     Header,
     Kind,
+    WireError,
     push_pull_bytes,
     push_pull_payload,
     split_push_pull,
@@ -39,3 +40,18 @@ def test_a_push_pull_payload_splits_into_the_ids_and_gradients_it_was_made_of(
     assert torch.equal(got_ids, ids)
     assert torch.equal(got_grads, grads)
     assert got_grads.shape == (pushed, dim)
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ([9, 0, 1, 0, 0, 0], "unknown request kind 9"),
+        ([1, 0, -1, 0, 0, 0], "negative count"),
+        ([5, 3, 1, 0, 4, -2], "negative count"),
+        ([1, 0, 1, 6, 0, 0], "unknown flags"),
+        ([5, 3, 1, 0, 3, 1], "pulls for step 3"),
+    ],
+)
+def test_a_malformed_header_is_refused_with_its_reason(fields: list[int], reason: str) -> None:
+    with pytest.raises(WireError, match=reason):
+        Header.parse(torch.tensor(fields, dtype=torch.int64))

@@ -236,7 +236,8 @@ class ShardServer:
                         comm.recv(payload, worker)
                     ids, grads = split_push_pull(payload, header, dim)
                     self._push(worker, header.step, grads.to(self.device))
-                    self._answer(worker, header.then(), ids)
+                    # a copy: the step's pull record keeps its ids, not the whole payload
+                    self._answer(worker, header.then(), ids.clone())
                     continue
                 if header.kind == Kind.PUSH:
                     grads = torch.empty((header.count, dim), dtype=torch.float32)

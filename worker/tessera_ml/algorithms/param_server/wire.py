@@ -39,6 +39,10 @@ UNIQUE = 1
 HEADER_LEN = 6
 
 
+class WireError(ValueError):
+    """A request that breaks the protocol."""
+
+
 @dataclass(frozen=True)
 class Header:
     kind: Kind
@@ -54,7 +58,16 @@ class Header:
 
     @classmethod
     def parse(cls, t: torch.Tensor) -> Header:
+        """The header in ``t``; ``WireError`` if it cannot be a request."""
         kind, step, count, flags, then_step, then_count = (int(v) for v in t.tolist())
+        if kind not in set(Kind):
+            raise WireError(f"unknown request kind {kind}")
+        if count < 0 or then_count < 0:
+            raise WireError(f"negative count ({count}, {then_count})")
+        if flags & ~UNIQUE:
+            raise WireError(f"unknown flags {flags:#x}")
+        if kind == Kind.PUSH_PULL and then_step <= step:
+            raise WireError(f"a PUSH_PULL of step {step} pulls for step {then_step}")
         return cls(Kind(kind), step, count, flags, then_step, then_count)
 
     def then(self) -> Header:
@@ -65,7 +78,10 @@ class Header:
 def recv_header(comm: Communicator, src: int) -> Header:
     buf = torch.empty(HEADER_LEN, dtype=torch.int64)
     comm.recv(buf, src)
-    return Header.parse(buf)
+    try:
+        return Header.parse(buf)
+    except WireError as exc:
+        raise WireError(f"rank {src} sent a malformed request: {exc}") from None
 
 
 def send_request(

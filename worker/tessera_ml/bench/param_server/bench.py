@@ -77,6 +77,8 @@ def _params(args: BenchArgs) -> dict[str, Any]:
         if key not in SETTABLE:
             raise ValueError(f"unknown option {key!r}; settable: {', '.join(SETTABLE)}")
         params[key] = raw if key in TEXT_OPTIONS else int(raw)
+    if params["plain_steps"] < 2:
+        raise ValueError("plain_steps must be at least 2 (bytes are compared over all but one)")
     unknown = set(params["parts"].split(",")) - set(PARTS)
     if unknown:
         raise ValueError(f"unknown parts {sorted(unknown)}; parts: {', '.join(PARTS)}")
@@ -236,7 +238,8 @@ def training(params: dict[str, Any]) -> dict[str, Any]:
     servers = [o.result for o in deduped if o.role == "server"]
     workers = [o.result for o in deduped if o.role == "worker"]
     lead = workers[0]
-    compared = params["plain_steps"]
+    # all but the plain run's last step: by then both runs have also sent the next step's pull
+    compared = params["plain_steps"] - 1
     with_dedup = _bytes_after(deduped, compared) / compared
     without = _bytes_after(plain, compared) / compared
     samples_per_step = params["batch_size"] * len(workers)
