@@ -265,27 +265,23 @@ class MeshCommunicator(Communicator):
             work = self._isend(flat, right, tag, wait=False)
             self._irecv(incoming, left, tag, wait=True)
             work.wait()
-            if p == 0:
-                _combine(flat, incoming, op)
-            else:
-                _combine_into(incoming, flat, flat, op)
-            if flat.data_ptr() != tensor.data_ptr() or not tensor.is_contiguous():
-                tensor.copy_(flat.view(tensor.shape))
-            return
-        chunks = list(torch.tensor_split(flat, n))
-        incoming = torch.empty_like(chunks[0]) if chunks else flat
-        for s in range(n - 1):
-            out_chunk = chunks[(p - s) % n]
-            target = chunks[(p - s - 1) % n]
-            buffer = incoming[: target.numel()]
-            work = self._isend(out_chunk, right, tag, wait=False)
-            self._irecv(buffer, left, tag, wait=True)
-            work.wait()
-            _combine(target, buffer, op)
-        for s in range(n - 1):
-            work = self._isend(chunks[(p + 1 - s) % n], right, tag, wait=False)
-            self._irecv(chunks[(p - s) % n], left, tag, wait=True)
-            work.wait()
+            first, second = (flat, incoming) if p == 0 else (incoming, flat)
+            _combine(first, second, flat, op)
+        else:
+            chunks = list(torch.tensor_split(flat, n))
+            incoming = torch.empty_like(chunks[0]) if chunks else flat
+            for s in range(n - 1):
+                out_chunk = chunks[(p - s) % n]
+                target = chunks[(p - s - 1) % n]
+                buffer = incoming[: target.numel()]
+                work = self._isend(out_chunk, right, tag, wait=False)
+                self._irecv(buffer, left, tag, wait=True)
+                work.wait()
+                _combine(target, buffer, target, op)
+            for s in range(n - 1):
+                work = self._isend(chunks[(p + 1 - s) % n], right, tag, wait=False)
+                self._irecv(chunks[(p - s) % n], left, tag, wait=True)
+                work.wait()
         if flat.data_ptr() != tensor.data_ptr() or not tensor.is_contiguous():
             tensor.copy_(flat.view(tensor.shape))
 
@@ -309,20 +305,11 @@ class MeshCommunicator(Communicator):
             dist.destroy_process_group()
 
 
-def _combine_into(first: torch.Tensor, second: torch.Tensor, out: torch.Tensor, op: str) -> None:
-    """``out = op(first, second)``, in that order."""
+def _combine(first: torch.Tensor, second: torch.Tensor, out: torch.Tensor, op: str) -> None:
+    """``out = op(first, second)``, in that order (``out`` may be either operand)."""
     if op == "sum":
         torch.add(first, second, out=out)
     elif op == "max":
         torch.maximum(first, second, out=out)
     else:
         torch.minimum(first, second, out=out)
-
-
-def _combine(target: torch.Tensor, incoming: torch.Tensor, op: str) -> None:
-    if op == "sum":
-        target.add_(incoming)
-    elif op == "max":
-        torch.maximum(target, incoming, out=target)
-    else:
-        torch.minimum(target, incoming, out=target)
