@@ -31,7 +31,7 @@ def test_a_push_pull_payload_splits_into_the_ids_and_gradients_it_was_made_of(
     ids = torch.randint(-(2**62), 2**62, (pulled,), generator=gen)
     header = Header(Kind.PUSH_PULL, 3, pushed, 0, 4, pulled)
 
-    payload = push_pull_payload(grads, ids)
+    payload = push_pull_payload(ids, grads)
     # what the server receives: a fresh buffer of the size the header announces
     received = torch.empty(push_pull_bytes(header, dim), dtype=torch.uint8)
     received.copy_(payload)

@@ -37,6 +37,7 @@ class Kind(IntEnum):
 
 UNIQUE = 1
 HEADER_LEN = 6
+_KINDS = frozenset(int(k) for k in Kind)
 
 
 class WireError(ValueError):
@@ -60,7 +61,7 @@ class Header:
     def parse(cls, t: torch.Tensor) -> Header:
         """The header in ``t``; ``WireError`` if it cannot be a request."""
         kind, step, count, flags, then_step, then_count = (int(v) for v in t.tolist())
-        if kind not in set(Kind):
+        if kind not in _KINDS:
             raise WireError(f"unknown request kind {kind}")
         if count < 0 or then_count < 0:
             raise WireError(f"negative count ({count}, {then_count})")
@@ -94,7 +95,7 @@ def send_request(
     return works
 
 
-def push_pull_payload(grads: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+def push_pull_payload(ids: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:
     """A PUSH_PULL's payload: the ids' bytes, then the gradients' (ids first keeps both aligned)."""
     return torch.cat([ids.view(torch.uint8), grads.contiguous().view(-1).view(torch.uint8)])
 

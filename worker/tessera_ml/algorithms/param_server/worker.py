@@ -85,7 +85,7 @@ def request_rows(
             assert kind == Kind.PULL
             done = pushed.pull.parts[s][1]
             header = Header(Kind.PUSH_PULL, pushed.step, done.numel(), flags, step, pos.numel())
-            payload = push_pull_payload(pushed.grads[done], keys[pos])
+            payload = push_pull_payload(keys[pos], pushed.grads[done])
             works += send_request(comm, server, header, payload)
         reply = torch.empty((pos.numel(), dim), dtype=torch.float32)
         if pos.numel():
@@ -114,9 +114,9 @@ class Ids:
 
 @dataclass
 class Batch:
-    labels: torch.Tensor
-    shape: tuple[int, int]
-    inverse: torch.Tensor | None
+    """A step's data with its rows requested."""
+
+    ids: Ids
     pull: Pull
 
 
@@ -154,17 +154,18 @@ class Worker:
             unique=self.config.dedup,
             pushed=pushed,
         )
-        return Batch(ids.labels, ids.shape, ids.inverse, pull)
+        return Batch(ids, pull)
 
     def backward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """Forward and backward; returns the loss and the gradient of every pulled row."""
         # rows arrive from the servers in host memory; the dense tower runs on the rank's device
         leaf = batch.pull.wait(self.config.dim).to(self.device).requires_grad_(True)
-        emb = leaf if batch.inverse is None else leaf[batch.inverse]
+        data = batch.ids
+        emb = leaf if data.inverse is None else leaf[data.inverse]
         logits = forward(
-            self.model, emb.view(*batch.shape, self.config.dim), self.config.interactions
+            self.model, emb.view(*data.shape, self.config.dim), self.config.interactions
         )
-        loss = F.binary_cross_entropy_with_logits(logits, batch.labels)
+        loss = F.binary_cross_entropy_with_logits(logits, data.labels)
         self.optimizer.zero_grad(set_to_none=False)
         loss.backward()
         assert leaf.grad is not None
