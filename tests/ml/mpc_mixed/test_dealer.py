@@ -22,7 +22,6 @@ from tessera_ml.algorithms.mpc_mixed.material import (
     layout,
     secrets,
     sent,
-    split,
 )
 from tessera_ml.algorithms.mpc_mixed.material_beaver import Mul, Square
 from tessera_ml.algorithms.mpc_mixed.material_kind import Masks, Slot
@@ -57,18 +56,6 @@ def recombine(slot: Slot, s0: torch.Tensor, s1: torch.Tensor) -> torch.Tensor:
     return s0 ^ s1 if slot.binary else s0 + s1
 
 
-@pytest.mark.parametrize("req", REQUESTS, ids=lambda r: r.kind.name)
-def test_shares_recombine_to_the_dealers_values(req: Request) -> None:
-    gen, prg = Prg.derived(SEED, 1), Prg.derived(SEED, 2)
-    values = secrets(req, gen)
-    share0 = draw_share0(req, prg)
-    share1 = split(req, values, share0)
-    for slot, v, s0, s1 in zip(layout(req), values, share0, share1, strict=True):
-        assert s0.shape == s1.shape == v.shape and v.dtype == slot.dtype
-        assert torch.equal(s0 ^ s1 if slot.binary else s0 + s1, v)
-    assert Request.decode(req.encode()) == req
-
-
 class _Given(Masks):
     def __init__(self, masks: list[torch.Tensor]) -> None:
         self._masks = iter(masks)
@@ -86,6 +73,9 @@ def test_party_1_draws_its_shares_of_the_masks_and_receives_what_is_computed_fro
     share0, share1 = deal(req, Prg.derived(SEED, 0), Prg.derived(SEED, 1))
     slots = layout(req)
     assert sorted(free(req) + sent(req)) == list(range(len(slots))) and free(req)
+    for slot, s0, s1 in zip(slots, share0, share1, strict=True):
+        assert s0.shape == s1.shape == slot.shape and s0.dtype == s1.dtype == slot.dtype
+    assert Request.decode(req.encode()) == req
     # party 1's shares of the masks are what it draws from the seed it shares with the dealer
     mine = draw_masks1(req, Prg.derived(SEED, 1))
     assert all(torch.equal(share1[i], m) for i, m in zip(free(req), mine, strict=True))

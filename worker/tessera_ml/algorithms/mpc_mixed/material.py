@@ -136,26 +136,11 @@ def deal(req: Request, prg0: Prg, prg1: Prg) -> tuple[list[torch.Tensor], list[t
     taken = dict(zip(masks, zip(joint.given, joint.share1, strict=True), strict=True))
     share1: list[torch.Tensor] = []
     for index, (slot, value, s0) in enumerate(zip(layout(req), values, share0, strict=True)):
-        if index not in taken:
-            share1.append(_less(slot, value, s0))
+        if index not in taken:  # the value less party 0's share
+            share1.append(value ^ s0 if slot.binary else value - s0)
             continue
         mask, s1 = taken[index]
         if value is not mask:  # the kind must hold the very masks it took
             raise RuntimeError(f"the {req.kind.name} material changed its mask in slot {index}")
         share1.append(s1)
     return share0, share1
-
-
-def split(
-    req: Request, values: list[torch.Tensor], share0: list[torch.Tensor]
-) -> list[torch.Tensor]:
-    """Party 1's shares, given the secrets and party 0's shares."""
-    return [
-        _less(*slot_value_share)
-        for slot_value_share in zip(layout(req), values, share0, strict=True)
-    ]
-
-
-def _less(slot: Slot, value: torch.Tensor, share0: torch.Tensor) -> torch.Tensor:
-    """The share that with ``share0`` makes ``value``."""
-    return value ^ share0 if slot.binary else value - share0
