@@ -65,21 +65,37 @@ def test_each_mode_is_judged_by_its_job_with_the_lowest_whole_step() -> None:
     whole = {
         "mixed_tree": 0.09,
         "mixed_fan_in": 0.08,
+        "mixed_local_tree": 0.095,
+        "mixed_local_fan_in": 0.085,
         "all64_local_tree": 0.12,
         "all64_local_fan_in": 0.10,
         "all64_masked_tree": 0.11,
         "all32": 0.01,
         "gloo": 0.01,
     }
+    assert set(whole) == set(bench.JOBS)
     out = bench.headline(_results(whole), dict(bench.JOBS), plaintext=0.95)
     assert (out["mixed_job"], out["mixed_comparison"]) == ("mixed_fan_in", "fan_in")
+    assert out["mixed_truncation"] == "masked"
     assert (out["all64_job"], out["all64_truncation"]) == ("all64_local_fan_in", "local")
     assert out["whole_step_time_ratio"] == pytest.approx(0.8)
     assert out["whole_step_time_ratio_vs_all64_masked"] == pytest.approx(0.08 / 0.11)
     assert out["accuracy_gap_points"] == pytest.approx(5.0)
     # the other keys come from the same jobs: mixed_fan_in is the 2nd job, all64_local_fan_in
-    # the 4th
-    assert out["online_bytes_ratio"] == pytest.approx(2 / 4)
+    # the 6th
+    assert out["online_bytes_ratio"] == pytest.approx(2 / 6)
+    # mixed's default (masked) truncation won, so its masked_mixed ratios are the headline's
+    assert out["masked_mixed_job"] == "mixed_fan_in"
+    assert out["masked_mixed_whole_step_time_ratio"] == pytest.approx(0.8)
+    # local truncation wins mixed too: the headline follows it, the masked_mixed keys do not
+    whole["mixed_local_tree"] = 0.07
+    out = bench.headline(_results(whole), dict(bench.JOBS), plaintext=0.95)
+    assert (out["mixed_job"], out["mixed_truncation"]) == ("mixed_local_tree", "local")
+    assert out["whole_step_time_ratio"] == pytest.approx(0.7)
+    assert out["online_bytes_ratio"] == pytest.approx(3 / 6)
+    assert out["masked_mixed_job"] == "mixed_fan_in"
+    assert out["masked_mixed_whole_step_time_ratio"] == pytest.approx(0.8)
+    assert out["masked_mixed_online_bytes_ratio"] == pytest.approx(2 / 6)
     # a slower local baseline loses to the masked one
     whole["all64_local_fan_in"] = whole["all64_local_tree"] = 0.2
     out = bench.headline(_results(whole), dict(bench.JOBS), plaintext=0.95)
@@ -97,12 +113,19 @@ def test_options_are_checked_and_one_comparison_keeps_its_jobs() -> None:
         bench.jobs_of(BenchArgs(extra={"comparison": "ripple"}))
     assert set(bench.jobs_of(BenchArgs(extra={"comparison": "fan_in"}))) == {
         "mixed_fan_in",
+        "mixed_local_fan_in",
         "all64_local_fan_in",
     }
-    # every job but the masked single-ring baseline and all32 keeps the method's truncation
-    # for mixed, and all64's candidates run in Z_2^64 only
-    assert all(bench.JOBS[n].mode == "all64" for n in bench.CANDIDATES["all64"])
-    assert all(bench.JOBS[n].truncation == "masked" for n in bench.CANDIDATES["mixed"])
+    # each mode's candidates run in its rings, and both modes choose from the same
+    # comparisons and truncations (all64 from every one but fan_in with masked truncation)
+    for mode in ("mixed", "all64"):
+        assert all(bench.JOBS[n].mode == mode for n in bench.CANDIDATES[mode])
+    options = {
+        mode: {(bench.JOBS[n].comparison, bench.JOBS[n].truncation) for n in names}
+        for mode, names in bench.CANDIDATES.items()
+    }
+    assert options["mixed"] == {(c, t) for c in ("tree", "fan_in") for t in ("masked", "local")}
+    assert options["all64"] == options["mixed"] - {("fan_in", "masked")}
 
 
 def test_tls_counts_only_when_every_compute_rank_of_every_run_crossed_in_tls() -> None:
