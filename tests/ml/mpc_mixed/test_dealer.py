@@ -134,14 +134,32 @@ def test_replayed_phases_draw_the_same_shares_as_recorded_ones() -> None:
 
 
 PHASES = (1, 1, 2, 1, 2, 1)
+PARTIES = ["dealer-co", "alice", "bob"]
 
 
-def test_the_dealer_serves_a_phase_made_before_it_was_asked_for() -> None:
+@pytest.mark.parametrize(
+    ("ahead", "parties"),
+    [("never", None), ("following", None), ("following", PARTIES), ("always", PARTIES)],
+    ids=["one-world", "ahead-one-world", "ahead-tls-between-parties", "ahead-past-the-end"],
+)
+def test_the_dealer_serves_a_phase_made_before_it_was_asked_for(
+    ahead: str, parties: list[str] | None
+) -> None:
     """A real three-process world (dealer, party 0, party 1): the dealer hands party 1 bundles it
     made while the previous run of their phase was in use, with another phase between, and
-    every item recombines with party 0's shares into correlated material."""
-    served, shares0, shares1 = run_world(_dealer_world, 3)
-    assert served == {"items": len(REQUESTS) * len(PHASES)}
+    every item recombines with party 0's shares into correlated material. Asked for ahead,
+    the next run's bundle is on its way while a run computes, and bundles of the other phase
+    asked for meanwhile still reach the right run; bundles no run took are received at close."""
+    served, (shares0, _), (shares1, coming) = run_world(_dealer_world, 3, ahead, parties=parties)
+    extra = 2 if ahead == "always" else 0  # the last runs of phases 1 and 2 asked for one more
+    assert served == {"items": len(REQUESTS) * (len(PHASES) + extra)}
+    if ahead == "never":
+        assert coming == [[]] * len(PHASES)
+    else:
+        # on its way after each run: the next run of each phase asked for ahead (a recorded
+        # run asks when its schedule is known, at its end; a replayed one as it begins)
+        last = [[1, 2], [1, 2]] if ahead == "always" else [[1], []]
+        assert coming == [[1], [1], [1, 2], [1, 2], *last]
     for run0, run1 in zip(shares0, shares1, strict=True):
         for req, s0, s1 in zip(REQUESTS, run0, run1, strict=True):
             slots = layout(req)
@@ -154,7 +172,7 @@ def test_the_dealer_serves_a_phase_made_before_it_was_asked_for() -> None:
     assert not np.array_equal(shares1[1][1][0], shares1[3][1][0])  # fresh material every run
 
 
-def _dealer_world(comm: Communicator) -> object:
+def _dealer_world(comm: Communicator, ahead: str) -> object:
     if comm.rank == 0:
         return serve(comm, 1, 2)
     provider = (
@@ -163,12 +181,15 @@ def _dealer_world(comm: Communicator) -> object:
         else FetchingProvider(comm, 0, receive_seed(comm, 0))
     )
     runs: list[list[list[np.ndarray]]] = []  # by value: tensors would travel as shared memory
-    for key in PHASES:
-        provider.begin(key)
+    coming: list[list[int]] = []
+    for i, key in enumerate(PHASES):
+        follows = ahead == "always" or (ahead == "following" and key in PHASES[i + 1 :])
+        provider.begin(key, ahead=follows)
         runs.append([[t.numpy() for t in provider.get(r)] for r in REQUESTS])
         provider.end()
+        coming.append(sorted(getattr(provider, "_coming", {})))
     provider.close()
-    return runs
+    return runs, coming
 
 
 def test_the_wire_form_round_trips_every_field() -> None:

@@ -132,7 +132,9 @@ def _train(
         for idx in data.batches(n_train, cfg.batch_size, epoch, cfg.seed):
             if step >= total or ctx.stop.is_set():
                 break
-            steps.append(_one_step(ctx, roles, eng, prec, model, inputs, idx, cfg, step))
+            steps.append(
+                _one_step(ctx, roles, eng, prec, model, inputs, idx, cfg, step, step + 1 < total)
+            )
             step += 1
         if step >= total or ctx.stop.is_set() or (epoch + 1) % cfg.eval_every_epochs == 0:
             _evaluate(ctx, roles, eng, prec, model, inputs, step)
@@ -159,12 +161,14 @@ def _one_step(
     idx: torch.Tensor,
     cfg: MpcMixedConfig,
     step: int,
+    more: bool,
 ) -> dict[str, float]:
+    """One training step; ``more``: another follows, whose material is fetched during this one."""
     index = eng.index
     step_fn = cnn_train_step if cfg.model == "cnn" else train_step
     with ctx.harness.turn(index, eng.peer.barrier):
         t0 = time.perf_counter()
-        eng.provider.begin(Phase.TRAIN)
+        eng.provider.begin(Phase.TRAIN, ahead=more)
         eng.peer.barrier()  # party 0 has its material at once; party 1 receives it first
         link0 = ctx.harness.link_bytes()
         t1, cpu1 = time.perf_counter(), time.process_time()

@@ -10,7 +10,10 @@ Training repeats the same sequence of requests every step. A remote provider the
 the sequence of a phase (``begin(key)``) the first time, fetching item by item, and afterwards
 receives the whole phase's material in one bundle before the phase starts (the offline phase),
 so online rounds never wait for the dealer. The dealer makes a phase's next bundle as soon as it
-has sent the current one, while the parties compute online, so the next ``begin`` finds it ready.
+has sent the current one, while the parties compute online. When the caller says another run of
+the phase follows (``begin(key, ahead=True)``), party 1 asks for that run's bundle as soon as it
+holds this one, and receives it in the background while this run computes online, so the next
+``begin`` finds it arrived.
 
 Each party's seeded shares of the n-th run of phase ``key`` come from a cryptographic stream
 keyed by a hash of (its 32-byte seed, key, n) (``bundle_generator``, ``prg.Prg``): the dealer can
@@ -43,7 +46,7 @@ from tessera_ml.algorithms.mpc_mixed.material import (
 )
 from tessera_ml.algorithms.mpc_mixed.prg import KEY_BYTES, Prg
 from tessera_ml.algorithms.mpc_mixed.request import END, WIRE_WORDS, Request
-from tessera_ml.comm.base import Communicator
+from tessera_ml.comm.base import Communicator, Work
 
 
 class Command(IntEnum):
@@ -75,8 +78,9 @@ class Provider(ABC):
     def get(self, req: Request) -> list[torch.Tensor]:
         """This party's shares of the next item."""
 
-    def begin(self, key: int) -> None:  # noqa: B027 - optional hook
-        """A phase with a repeating request sequence starts (offline work happens here)."""
+    def begin(self, key: int, ahead: bool = False) -> None:  # noqa: B027 - optional hook
+        """A phase with a repeating request sequence starts (offline work happens here);
+        ``ahead``: another run of it will follow, so its material may be fetched early."""
 
     def end(self) -> None:  # noqa: B027 - optional hook
         """The phase ends."""
@@ -134,22 +138,27 @@ class RecordingProvider(Provider):
         self._recording: list[Request] | None = None
         self._ready: deque[tuple[Request, list[torch.Tensor]]] = deque()
         self._key: int | None = None
+        self._ahead = False
 
-    def begin(self, key: int) -> None:
+    def begin(self, key: int, ahead: bool = False) -> None:
         assert self._key is None, "phase already open"
-        self._key = key
+        self._key, self._ahead = key, ahead
         schedule = self._schedules.get(key)
         if schedule is None:
             self._recording = []
             self._start_recording(key)
         else:
             self._ready = deque(zip(schedule, self._prepare(key, schedule), strict=True))
+            if ahead:
+                self._ask_ahead(key, schedule)
 
     def end(self) -> None:
         assert self._key is not None, "no phase open"
         if self._recording is not None:
             self._schedules[self._key] = self._recording
             self._stop_recording()
+            if self._ahead:
+                self._ask_ahead(self._key, self._recording)
         elif self._ready:
             raise RuntimeError("phase ended with unused material")
         self._recording = None
@@ -182,6 +191,10 @@ class RecordingProvider(Provider):
     def _stop_recording(self) -> None:
         return None
 
+    def _ask_ahead(self, key: int, schedule: list[Request]) -> None:
+        """Start fetching the next run of ``key`` (its material arrives while this run goes on)."""
+        return None
+
     @abstractmethod
     def _fetch(self, req: Request) -> list[torch.Tensor]: ...
 
@@ -199,10 +212,10 @@ class _SeededRuns(RecordingProvider):
         self._runs: Counter[int] = Counter()
         self._prg = bundle_generator(seed, 0, -1)
 
-    def begin(self, key: int) -> None:
+    def begin(self, key: int, ahead: bool = False) -> None:
         self._prg = bundle_generator(self._seed, key, self._runs[key])
         self._runs[key] += 1
-        super().begin(key)
+        super().begin(key, ahead)
 
 
 class SeededProvider(_SeededRuns):
@@ -223,6 +236,8 @@ class FetchingProvider(_SeededRuns):
         super().__init__(seed)
         self._comm = comm
         self._dealer = dealer
+        self._coming: dict[int, tuple[torch.Tensor, Work]] = {}
+        """Per phase, the bundle of its next run on its way (asked for by ``_ask_ahead``)."""
 
     def _send(self, t: torch.Tensor) -> None:
         self._comm.send(t, self._dealer)
@@ -231,6 +246,9 @@ class FetchingProvider(_SeededRuns):
 
     def _recv(self, t: torch.Tensor) -> torch.Tensor:
         self._comm.recv(t, self._dealer)
+        return self._received(t)
+
+    def _received(self, t: torch.Tensor) -> torch.Tensor:
         self.stats.bytes_received += t.numel() * t.element_size()
         self.stats.messages += 1
         return t
@@ -247,11 +265,31 @@ class FetchingProvider(_SeededRuns):
         return _split_bundle(raw, [req], self._prg)[0]
 
     def _prepare(self, key: int, schedule: list[Request]) -> list[list[torch.Tensor]]:
-        self._send(torch.tensor([Command.BUNDLE, key], dtype=torch.int64))
-        raw = self._recv(torch.empty(_bundle_bytes(schedule), dtype=torch.uint8))
+        coming = self._coming.pop(key, None)
+        if coming is None:
+            self._send(torch.tensor([Command.BUNDLE, key], dtype=torch.int64))
+            raw = self._recv(torch.empty(_bundle_bytes(schedule), dtype=torch.uint8))
+        else:
+            raw, work = coming
+            work.wait()
+            self._received(raw)
         return _split_bundle(raw, schedule, self._prg)
 
+    def _ask_ahead(self, key: int, schedule: list[Request]) -> None:
+        # the dealer answers commands in order, and the communicator delivers one source's
+        # messages in the order they are received: a later bundle of another phase (or of
+        # this one, asked for without waiting) comes after this one
+        assert key not in self._coming, "the next run of this phase is already on its way"
+        self._send(torch.tensor([Command.BUNDLE, key], dtype=torch.int64))
+        raw = torch.empty(_bundle_bytes(schedule), dtype=torch.uint8)
+        self._coming[key] = (raw, self._comm.irecv(raw, self._dealer))
+
     def close(self) -> None:
+        # bundles asked for ahead that no run took (training stopped early): received, dropped
+        for raw, work in self._coming.values():
+            work.wait()
+            self._received(raw)
+        self._coming.clear()
         self._send(torch.tensor([Command.STOP, 0], dtype=torch.int64))
 
     def checkpoint(self, step: int) -> None:
