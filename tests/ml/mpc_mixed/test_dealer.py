@@ -291,3 +291,39 @@ def test_a_bundle_of_the_wrong_size_is_refused() -> None:
     raw = torch.zeros(_bundle_bytes([req]) + 8, dtype=torch.uint8)
     with pytest.raises(RuntimeError, match="does not match the schedule"):
         _split_bundle(raw, [req], Prg.derived(SEED, 1))
+
+
+def test_a_phase_drawn_at_once_has_the_shares_drawn_item_by_item() -> None:
+    """Party 0's replay and party 1's split draw a whole phase from one call into the stream;
+    the shares are those drawn item by item, whatever the slots' types and offsets (bit slots
+    of odd lengths put later ring slots off their alignment, which copies them)."""
+    reqs = REQUESTS * 2
+    slots = [s for r in reqs for s in layout(r)]
+    offsets = np.cumsum([0] + [material.slot_bytes(s) for s in slots])[:-1]
+    assert any(o % s.dtype.itemsize for s, o in zip(slots, offsets, strict=True))  # misaligned
+    phased = SeededProvider(SEED)
+    phased.begin(7)
+    for r in reqs:  # the first run records the schedule, item by item
+        phased.get(r)
+    phased.end()
+    phased.begin(7)
+    replayed = [phased.get(r) for r in reqs]
+    phased.end()
+    prg = bundle_generator(SEED, 7, 1)
+    expected0 = [draw_share0(r, prg) for r in reqs]
+    for got, want in zip(replayed, expected0, strict=True):
+        assert len(got) == len(want)
+        assert all(torch.equal(g, w) and g.dtype == w.dtype for g, w in zip(got, want, strict=True))
+    # party 1: the masks drawn at once, the rest cut from the dealer's bundle
+    prg0, prg1 = Prg.derived(SEED, 0), Prg.derived(SEED, 1)
+    dealt = [deal(r, prg0, prg1)[1] for r in reqs]
+    raw = torch.cat(
+        [
+            dealt[k][i].contiguous().reshape(-1).view(torch.uint8)
+            for k, r in enumerate(reqs)
+            for i in sent(r)
+        ]
+    )
+    split = _split_bundle(raw, reqs, Prg.derived(SEED, 1))
+    for got, want in zip(split, dealt, strict=True):
+        assert all(torch.equal(g, w) and g.dtype == w.dtype for g, w in zip(got, want, strict=True))

@@ -36,11 +36,12 @@ from enum import IntEnum
 import torch
 
 from tessera_ml.algorithms.mpc_mixed.material import (
+    carve,
     deal,
-    draw_masks1,
     draw_share0,
     free,
     layout,
+    random_shares,
     sent,
     slot_bytes,
 )
@@ -225,7 +226,11 @@ class SeededProvider(_SeededRuns):
         return draw_share0(req, self._prg)
 
     def _prepare(self, key: int, schedule: list[Request]) -> list[list[torch.Tensor]]:
-        return [draw_share0(r, self._prg) for r in schedule]
+        # every item's shares from one draw: the stream is consumed in the order draw_share0
+        # takes it, item after item
+        layouts = [layout(r) for r in schedule]
+        shares = iter(random_shares([slot for slots in layouts for slot in slots], self._prg))
+        return [[next(shares) for _ in slots] for slots in layouts]
 
 
 class FetchingProvider(_SeededRuns):
@@ -307,22 +312,26 @@ def _join_bundle(items: list[list[torch.Tensor]]) -> torch.Tensor:
 
 
 def _split_bundle(raw: torch.Tensor, reqs: list[Request], prg: Prg) -> list[list[torch.Tensor]]:
-    """Party 1's shares of ``reqs``: of the masks drawn from ``prg``, the others from ``raw``."""
-    out: list[list[torch.Tensor]] = []
-    offset = 0
-    for req in reqs:
-        masks = dict(zip(free(req), draw_masks1(req, prg), strict=True))
-        item: list[torch.Tensor] = []
-        for i, slot in enumerate(layout(req)):
-            if i in masks:
-                item.append(masks[i])
-                continue
-            size = slot_bytes(slot)
-            item.append(raw[offset : offset + size].clone().view(slot.dtype).reshape(slot.shape))
-            offset += size
-        out.append(item)
-    if offset != raw.numel():
+    """Party 1's shares of ``reqs``: of the masks drawn from ``prg`` (in one draw, in the order
+    ``draw_masks1`` takes them, item after item), the others cut from ``raw``."""
+    layouts = [layout(req) for req in reqs]
+    frees = [free(req) for req in reqs]
+    mask_slots = [slots[i] for slots, f in zip(layouts, frees, strict=True) for i in f]
+    sent_slots = [
+        slot
+        for slots, f in zip(layouts, frees, strict=True)
+        for i, slot in enumerate(slots)
+        if i not in f
+    ]
+    sizes = [slot_bytes(slot) for slot in sent_slots]
+    if sum(sizes) != raw.numel():
         raise RuntimeError("the dealer's bundle does not match the schedule")
+    masks = iter(random_shares(mask_slots, prg))
+    received = iter(carve(raw, sent_slots, sizes))
+    out: list[list[torch.Tensor]] = []
+    for slots, f in zip(layouts, frees, strict=True):
+        item = {i: next(masks) for i in f}
+        out.append([item[i] if i in item else next(received) for i in range(len(slots))])
     return out
 
 

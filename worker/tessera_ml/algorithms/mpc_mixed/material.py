@@ -15,6 +15,7 @@ tables, ...) cross the network (``deal``, ``sent``).
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import torch
 
@@ -39,12 +40,23 @@ def _kind(req: Request) -> MaterialKind:
 
 def layout(req: Request) -> list[Slot]:
     """The tensors of one item, as each party receives them."""
-    return _kind(req).layout(req)
+    return list(_layout(_kind(req), req))
 
 
 def free(req: Request) -> list[int]:
     """The item's masks: slots whose party-1 share party 1 draws itself (``deal``)."""
-    return _kind(req).free(req)
+    return list(_free(_kind(req), req))
+
+
+# a training step asks for the same items every step: their layouts are worked out once
+@lru_cache(maxsize=4096)
+def _layout(kind: MaterialKind, req: Request) -> tuple[Slot, ...]:
+    return tuple(kind.layout(req))
+
+
+@lru_cache(maxsize=4096)
+def _free(kind: MaterialKind, req: Request) -> tuple[int, ...]:
+    return tuple(kind.free(req))
 
 
 def sent(req: Request) -> list[int]:
@@ -54,12 +66,41 @@ def sent(req: Request) -> list[int]:
 
 
 def slot_bytes(slot: Slot) -> int:
-    return math.prod(slot.shape) * torch.empty((), dtype=slot.dtype).element_size()
+    return math.prod(slot.shape) * slot.dtype.itemsize
 
 
 def random_share(slot: Slot, prg: Prg) -> torch.Tensor:
     """A uniform share for ``slot``: a ring element, or a 0/1 byte."""
     return prg.bits(slot.shape) if slot.dtype == torch.uint8 else prg.ring(slot.shape, slot.dtype)
+
+
+def random_shares(slots: list[Slot], prg: Prg) -> list[torch.Tensor]:
+    """``random_share`` of each slot in turn, the same values, from one draw of the stream
+    (a whole phase's slots: one call into the cipher instead of one per slot)."""
+    sizes = [slot_bytes(slot) for slot in slots]
+    return carve(prg.bytes(sum(sizes)), slots, sizes, bits=True)
+
+
+def carve(
+    raw: torch.Tensor, slots: list[Slot], sizes: list[int], bits: bool = False
+) -> list[torch.Tensor]:
+    """``raw`` (bytes) cut into consecutive tensors of ``slots``: views where a slot's offset
+    suits its type, copies where it does not; with ``bits``, a 0/1 byte slot takes each
+    byte's low bit, as ``Prg.bits`` does."""
+    out: list[torch.Tensor] = []
+    offset = 0
+    for slot, size in zip(slots, sizes, strict=True):
+        chunk = raw[offset : offset + size]
+        offset += size
+        if slot.dtype == torch.uint8:
+            out.append((chunk & 1 if bits else chunk).reshape(slot.shape))
+            continue
+        if chunk.storage_offset() % slot.dtype.itemsize:
+            chunk = chunk.clone()
+        out.append(chunk.view(slot.dtype).reshape(slot.shape))
+    if offset != raw.numel():
+        raise ValueError(f"{raw.numel()} bytes for slots of {offset}")
+    return out
 
 
 class _Fresh(Masks):
