@@ -28,6 +28,7 @@ from tessera_ml.algorithms.mpc_mixed.material_kind import Masks, Slot
 from tessera_ml.algorithms.mpc_mixed.prg import Prg
 from tessera_ml.algorithms.mpc_mixed.request import END, MAX_FACTORS, Kind, Request
 from tessera_ml.comm.base import Communicator
+from tessera_ml.comm.local import run_local
 from tessera_ml.worlds import run_world
 
 SEED = bytes(range(32))
@@ -139,18 +140,34 @@ PARTIES = ["dealer-co", "alice", "bob"]
 
 @pytest.mark.parametrize(
     ("ahead", "parties"),
-    [("never", None), ("following", None), ("following", PARTIES), ("always", PARTIES)],
-    ids=["one-world", "ahead-one-world", "ahead-tls-between-parties", "ahead-past-the-end"],
+    [
+        ("never", None),
+        ("following", None),
+        ("following", PARTIES),
+        ("always", PARTIES),
+        ("following", "in-process"),
+    ],
+    ids=[
+        "one-world",
+        "ahead-one-world",
+        "ahead-tls-between-parties",
+        "ahead-past-the-end",
+        "ahead-in-process",
+    ],
 )
 def test_the_dealer_serves_a_phase_made_before_it_was_asked_for(
-    ahead: str, parties: list[str] | None
+    ahead: str, parties: list[str] | str | None
 ) -> None:
     """A real three-process world (dealer, party 0, party 1): the dealer hands party 1 bundles it
     made while the previous run of their phase was in use, with another phase between, and
     every item recombines with party 0's shares into correlated material. Asked for ahead,
     the next run's bundle is on its way while a run computes, and bundles of the other phase
     asked for meanwhile still reach the right run; bundles no run took are received at close."""
-    served, (shares0, _), (shares1, coming) = run_world(_dealer_world, 3, ahead, parties=parties)
+    if parties == "in-process":  # threads, whose receives wait only when asked to
+        results = run_local(_dealer_world, 3, ahead)
+    else:
+        results = run_world(_dealer_world, 3, ahead, parties=parties)
+    served, (shares0, _), (shares1, coming) = results
     extra = 2 if ahead == "always" else 0  # the last runs of phases 1 and 2 asked for one more
     assert served == {"items": len(REQUESTS) * (len(PHASES) + extra)}
     if ahead == "never":

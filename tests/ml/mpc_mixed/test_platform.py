@@ -1,5 +1,6 @@
 """The algorithm as the platform runs it: five ranks, TLS between parties."""
 
+import itertools
 import socket
 from pathlib import Path
 from typing import Any
@@ -111,6 +112,46 @@ def _job_with_strangers(comm: Communicator) -> dict[str, Any]:
     result = entry_point("mpc_mixed")(ctx)
     closed = [_closed(stranger) for stranger in strangers]
     return {"role": ctx.role, "result": result, "strangers_closed": closed}
+
+
+@pytest.mark.parametrize(
+    ("in_process", "link_kind"),
+    [(True, "direct"), (False, "communicator")],
+    ids=["in-process", "platform-communicator-link"],
+)
+def test_an_evaluation_between_steps_leaves_the_next_steps_bundle_on_its_way(
+    tmp_path: Path, in_process: bool, link_kind: str
+) -> None:
+    """Party 1 asks for the next step's bundle during each step; the evaluation after the
+    first epoch asks for its own while step 2's is on its way, and each phase still gets its
+    own material: the job trains, evaluates twice and every step receives one bundle of the
+    same size (and the evaluation one of its own)."""
+    config = {
+        "hidden": [8],
+        "batch_size": 512,  # 2 steps an epoch
+        "epochs": 2,
+        "eval_every_epochs": 1,
+        "learning_rate": 0.5,
+        "link": link_kind,
+    }
+    outcomes = run_algorithm(
+        "mpc_mixed",
+        BASE,
+        config,
+        checkpoint_dir=str(tmp_path),
+        in_process=in_process,
+        timeout_s=600,
+    )
+    compute = [o for o in outcomes if o.role == "compute"]
+    labels = next(o for o in outcomes if o.role == "labels")
+    assert all(o.result["steps"] == 4 for o in compute)
+    assert all(o.result["link"] == link_kind for o in compute)
+    assert [s for s, _ in labels.series("accuracy")] == [2, 4]
+    assert labels.result["test_accuracy"] > 0.2  # 10 classes, after 4 steps
+    received = [v for _, v in compute[1].series("offline_bytes")]
+    bundles = [b - a for a, b in itertools.pairwise(received)]
+    # one training bundle a step; between steps 1 and 2 the evaluation's bundle too
+    assert len(bundles) == 3 and bundles[0] == bundles[2] > 0 and bundles[1] > bundles[0]
 
 
 def test_strangers_at_the_direct_links_listener_do_not_fail_the_job() -> None:

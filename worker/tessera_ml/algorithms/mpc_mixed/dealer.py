@@ -241,8 +241,9 @@ class FetchingProvider(_SeededRuns):
         super().__init__(seed)
         self._comm = comm
         self._dealer = dealer
-        self._coming: dict[int, tuple[torch.Tensor, Work]] = {}
-        """Per phase, the bundle of its next run on its way (asked for by ``_ask_ahead``)."""
+        self._coming: dict[int, tuple[torch.Tensor, Work | None]] = {}
+        """Per phase, the bundle of its next run asked for by ``_ask_ahead``, with the receive
+        to wait for (None once waited for: a gloo receive must not be waited for twice)."""
 
     def _send(self, t: torch.Tensor) -> None:
         self._comm.send(t, self._dealer)
@@ -250,6 +251,9 @@ class FetchingProvider(_SeededRuns):
         self.stats.messages += 1
 
     def _recv(self, t: torch.Tensor) -> torch.Tensor:
+        # bundles asked for ahead come first: the dealer answers in order, and not every
+        # communicator makes a receive wait for the receives posted before it
+        self._arrive()
         self._comm.recv(t, self._dealer)
         return self._received(t)
 
@@ -276,14 +280,21 @@ class FetchingProvider(_SeededRuns):
             raw = self._recv(torch.empty(_bundle_bytes(schedule), dtype=torch.uint8))
         else:
             raw, work = coming
-            work.wait()
+            if work is not None:
+                work.wait()
             self._received(raw)
         return _split_bundle(raw, schedule, self._prg)
 
+    def _arrive(self) -> None:
+        """Wait until every bundle asked for ahead has arrived."""
+        for key, (raw, work) in self._coming.items():
+            if work is not None:
+                work.wait()
+                self._coming[key] = (raw, None)
+
     def _ask_ahead(self, key: int, schedule: list[Request]) -> None:
-        # the dealer answers commands in order, and the communicator delivers one source's
-        # messages in the order they are received: a later bundle of another phase (or of
-        # this one, asked for without waiting) comes after this one
+        # the dealer answers commands in order: a bundle asked for later (another phase's)
+        # comes after this one, and ``_recv`` waits for this one first
         assert key not in self._coming, "the next run of this phase is already on its way"
         self._send(torch.tensor([Command.BUNDLE, key], dtype=torch.int64))
         raw = torch.empty(_bundle_bytes(schedule), dtype=torch.uint8)
@@ -291,8 +302,8 @@ class FetchingProvider(_SeededRuns):
 
     def close(self) -> None:
         # bundles asked for ahead that no run took (training stopped early): received, dropped
-        for raw, work in self._coming.values():
-            work.wait()
+        self._arrive()
+        for raw, _ in self._coming.values():
             self._received(raw)
         self._coming.clear()
         self._send(torch.tensor([Command.STOP, 0], dtype=torch.int64))

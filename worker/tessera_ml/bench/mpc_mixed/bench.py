@@ -20,9 +20,10 @@ world, its direct link plain TCP: the baseline of ``tls_step_time_ratio``.
 
 - ``turns`` (default): the jobs start side by side and take turns step by step (see
   ``tessera_ml.bench.turns``, lent to the ranks by the benchmark's harness): one job's step,
-  from asking for its material to the end of its online phase, holds the machine while the
-  others wait, so a slow or fast moment of the machine reaches every job alike; step times are
-  taken while all of them were running;
+  from its start to the end of its online phase, holds the machine while the others wait
+  (only a dealer making its next bundle, and party 1 receiving one it asked for ahead, go on
+  in the background), so a slow or fast moment of the machine reaches every job alike; step
+  times are taken while all of them were running;
 - ``interleaved``: the jobs take turns ``block_epochs`` (default 2) at a time, each resuming
   from its own checkpoint in new processes;
 - ``sequential``: each job's whole run, one after another;
@@ -184,10 +185,10 @@ class _Step:
 
 
 def _steps(outcome: RankOutcome) -> list[_Step]:
-    """A compute rank's steady-state steps with their wall-clock span, from asking for the
-    step's material to the end of its online phase: all but a run's first step, which records
-    the dealer's schedule. A step's metrics are recorded right after its online phase, so the
-    point's time is the step's end."""
+    """A compute rank's steady-state steps with their wall-clock span, from the step's start
+    (asking for its material, or waiting for it) to the end of its online phase: all but a
+    run's first step, which records the dealer's schedule. A step's metrics are recorded right
+    after its online phase, so the point's time is the step's end."""
     cpu = dict(outcome.series("step_cpu_s"))
     online = dict(outcome.series("step_time_s"))
     points = sorted(
