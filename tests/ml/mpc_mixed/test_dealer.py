@@ -16,10 +16,10 @@ from tessera_ml.algorithms.mpc_mixed.dealer import (
 )
 from tessera_ml.algorithms.mpc_mixed.material import (
     deal,
-    draw_masks1,
     draw_share0,
     free,
     layout,
+    random_shares,
     secrets,
     sent,
 )
@@ -78,7 +78,7 @@ def test_party_1_draws_its_shares_of_the_masks_and_receives_what_is_computed_fro
         assert s0.shape == s1.shape == slot.shape and s0.dtype == s1.dtype == slot.dtype
     assert Request.decode(req.encode()) == req
     # party 1's shares of the masks are what it draws from the seed it shares with the dealer
-    mine = draw_masks1(req, Prg.derived(SEED, 1))
+    mine = random_shares([slots[i] for i in free(req)], Prg.derived(SEED, 1))
     assert all(torch.equal(share1[i], m) for i, m in zip(free(req), mine, strict=True))
     # every other slot is what the item's kind computes from those masks
     values = [recombine(*triple) for triple in zip(slots, share0, share1, strict=True)]

@@ -274,15 +274,12 @@ class FetchingProvider(_SeededRuns):
         return _split_bundle(raw, [req], self._prg)[0]
 
     def _prepare(self, key: int, schedule: list[Request]) -> list[list[torch.Tensor]]:
-        coming = self._coming.pop(key, None)
-        if coming is None:
+        if key in self._coming:
+            self._arrive()
+            raw = self._received(self._coming.pop(key)[0])
+        else:
             self._send(torch.tensor([Command.BUNDLE, key], dtype=torch.int64))
             raw = self._recv(torch.empty(_bundle_bytes(schedule), dtype=torch.uint8))
-        else:
-            raw, work = coming
-            if work is not None:
-                work.wait()
-            self._received(raw)
         return _split_bundle(raw, schedule, self._prg)
 
     def _arrive(self) -> None:
@@ -323,8 +320,8 @@ def _join_bundle(items: list[list[torch.Tensor]]) -> torch.Tensor:
 
 
 def _split_bundle(raw: torch.Tensor, reqs: list[Request], prg: Prg) -> list[list[torch.Tensor]]:
-    """Party 1's shares of ``reqs``: of the masks drawn from ``prg`` (in one draw, in the order
-    ``draw_masks1`` takes them, item after item), the others cut from ``raw``."""
+    """Party 1's shares of ``reqs``: of the masks drawn from ``prg`` (in one draw, each item's
+    in ``free`` order, as the dealer draws them in ``deal``), the others cut from ``raw``."""
     layouts = [layout(req) for req in reqs]
     frees = [free(req) for req in reqs]
     mask_slots = [slots[i] for slots, f in zip(layouts, frees, strict=True) for i in f]

@@ -78,28 +78,22 @@ def random_shares(slots: list[Slot], prg: Prg) -> list[torch.Tensor]:
     """``random_share`` of each slot in turn, the same values, from one draw of the stream
     (a whole phase's slots: one call into the cipher instead of one per slot)."""
     sizes = [slot_bytes(slot) for slot in slots]
-    return carve(prg.bytes(sum(sizes)), slots, sizes, bits=True)
+    cut = carve(prg.bytes(sum(sizes)), slots, sizes)
+    # a 0/1 byte slot keeps each byte's low bit, as Prg.bits does
+    return [t & 1 if slot.dtype == torch.uint8 else t for slot, t in zip(slots, cut, strict=True)]
 
 
-def carve(
-    raw: torch.Tensor, slots: list[Slot], sizes: list[int], bits: bool = False
-) -> list[torch.Tensor]:
-    """``raw`` (bytes) cut into consecutive tensors of ``slots``: views where a slot's offset
-    suits its type, copies where it does not; with ``bits``, a 0/1 byte slot takes each
-    byte's low bit, as ``Prg.bits`` does."""
+def carve(raw: torch.Tensor, slots: list[Slot], sizes: list[int]) -> list[torch.Tensor]:
+    """``raw`` (bytes, ``sum(sizes)`` of them) cut into consecutive tensors of ``slots``: views
+    where a slot's offset suits its type, copies where it does not."""
     out: list[torch.Tensor] = []
     offset = 0
     for slot, size in zip(slots, sizes, strict=True):
         chunk = raw[offset : offset + size]
         offset += size
-        if slot.dtype == torch.uint8:
-            out.append((chunk & 1 if bits else chunk).reshape(slot.shape))
-            continue
         if chunk.storage_offset() % slot.dtype.itemsize:
             chunk = chunk.clone()
         out.append(chunk.view(slot.dtype).reshape(slot.shape))
-    if offset != raw.numel():
-        raise ValueError(f"{raw.numel()} bytes for slots of {offset}")
     return out
 
 
@@ -156,16 +150,9 @@ def draw_share0(req: Request, prg: Prg) -> list[torch.Tensor]:
     return [random_share(slot, prg) for slot in layout(req)]
 
 
-def draw_masks1(req: Request, prg: Prg) -> list[torch.Tensor]:
-    """Party 1's shares of the item's masks (its ``free`` slots, in order): pseudo-random from
-    the seed it shares with the dealer, as the dealer drew them in ``deal``."""
-    slots = layout(req)
-    return [random_share(slots[i], prg) for i in free(req)]
-
-
 def deal(req: Request, prg0: Prg, prg1: Prg) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """Both parties' shares of one item. Party 0's come from ``prg0``; of party 1's, those of the
-    masks come from ``prg1`` (party 1 draws them itself, ``draw_masks1``) and the others are
+    masks come from ``prg1`` (party 1 draws them itself, in ``free`` order) and the others are
     the values less party 0's shares (what the dealer sends, slots ``sent``). Each mask is
     uniform to either party, since the other's seed is unknown to it."""
     share0 = draw_share0(req, prg0)
