@@ -401,14 +401,10 @@ def bench(args: BenchArgs) -> BenchReport:
         results[f"{name}_cross_party_tls"] = _cross_party_tls(runs[name])
     results.update(headline(results, jobs, plaintext_accuracy(configs[next(iter(jobs))])))
     for mode, prefix in (("mixed", ""), ("all64", "all64_")):
-        best = jobs[results[f"{mode}_job"]]
-        cfg = configs[results[f"{mode}_job"]]
-        if best.truncation == "local" and (cfg["model"], cfg["dataset"], len(cfg["hidden"])) == (
-            "mlp",
-            "digits",
-            1,
-        ):
-            # wraps.py steps the digits MLP with one hidden layer
+        best, cfg = jobs[results[f"{mode}_job"]], configs[results[f"{mode}_job"]]
+        # wraps.py steps the digits MLP with one hidden layer
+        steppable = (cfg["model"], cfg["dataset"], len(cfg["hidden"])) == ("mlp", "digits", 1)
+        if best.truncation == "local" and steppable:
             risk = wrap_risk(mode, cfg["batch_size"], cfg["hidden"][0], best.comparison)
             results[f"{prefix}local_truncation_expected_errors_per_step"] = risk.expected_per_step
             results[f"{prefix}local_truncation_expected_errors_per_run"] = (
@@ -467,8 +463,7 @@ def headline(results: dict[str, Any], jobs: dict[str, Job], plaintext: float) ->
     (``whole_step_time_s``, ``all64_whole_step_time_s``, ...), and the ratios between them."""
     out: dict[str, Any] = {}
     for mode, prefix in (("mixed", ""), ("all64", "all64_")):
-        names = [n for n in CANDIDATES[mode] if n in jobs]
-        best = min(names, key=lambda n: results[f"{n}_whole_step_time_s"])
+        best = _fastest([n for n in CANDIDATES[mode] if n in jobs], results)
         out[f"{mode}_job"] = best
         out[f"{mode}_comparison"] = jobs[best].comparison
         out[f"{mode}_truncation"] = jobs[best].truncation
@@ -489,8 +484,7 @@ def headline(results: dict[str, Any], jobs: dict[str, Job], plaintext: float) ->
     masked = [n for n in CANDIDATES["mixed"] if n in jobs and jobs[n].truncation == "masked"]
     if masked:
         # mixed as it runs by default (masked truncation) against the same all64
-        best = min(masked, key=lambda n: results[f"{n}_whole_step_time_s"])
-        out["masked_mixed_job"] = best
+        best = out["masked_mixed_job"] = _fastest(masked, results)
         for ratio, key in (
             ("masked_mixed_whole_step_time_ratio", "whole_step_time_s"),
             ("masked_mixed_online_bytes_ratio", "online_bytes_per_step"),
@@ -505,6 +499,11 @@ def headline(results: dict[str, Any], jobs: dict[str, Job], plaintext: float) ->
             out["online_bytes_per_step"] / results["all64_masked_tree_online_bytes_per_step"]
         )
     return out
+
+
+def _fastest(names: list[str], results: dict[str, Any]) -> str:
+    """Of the jobs ``names``, the one with the lowest median whole step."""
+    return min(names, key=lambda n: results[f"{n}_whole_step_time_s"])
 
 
 def _cross_party_tls(runs: list[list[RankOutcome]]) -> bool:
