@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tessera_ml.bench.api import BenchArgs
-from tessera_ml.bench.mpc_mixed import bench
+from tessera_ml.bench.mpc_mixed import bench, steps
 from tessera_ml.report import MetricPoint
 from tessera_ml.worlds import RankOutcome
 
@@ -27,13 +27,13 @@ def _rank(rank: int, steps: list[tuple[int, float, float]]) -> RankOutcome:
 def test_every_runs_first_step_is_left_out_and_spans_run_from_asking_for_material() -> None:
     first = _rank(0, [(0, 1.0, 0.5), (1, 2.0, 0.4), (2, 3.0, 0.3)])
     resumed = _rank(0, [(3, 10.0, 0.9), (4, 11.0, 0.2)])
-    steps = [s for o in (first, resumed) for s in bench._steps(o)]
-    assert [(s.step, s.start, s.end) for s in steps] == [
+    timed = [s for o in (first, resumed) for s in steps.steps_of(o)]
+    assert [(s.step, s.start, s.end) for s in timed] == [
         (1, 1.6, 2.0),
         (2, 2.7, 3.0),
         (4, 10.8, 11.0),
     ]
-    assert (steps[0].whole_s, steps[0].wall_s, steps[0].cpu_s) == (0.4, 0.2, 0.1)
+    assert (timed[0].whole_s, timed[0].wall_s, timed[0].cpu_s) == (0.4, 0.2, 0.1)
 
 
 def test_side_by_side_times_only_the_span_in_which_every_mode_ran() -> None:
@@ -43,12 +43,12 @@ def test_side_by_side_times_only_the_span_in_which_every_mode_ran() -> None:
         _rank(r, [(k, float(k + 5), 0.5 if k + 5 <= 10 else 0.1) for k in range(16)])
         for r in (0, 1)
     ]
-    timelines = [bench._steps(o) for o in a + b]
-    window = bench.overlap_window(timelines)
+    timelines = [steps.steps_of(o) for o in a + b]
+    window = steps.overlap_window(timelines)
     assert window == (5.5, 10.0)  # B's first steady step starts at 5.5; A ends at 10
-    times = bench._step_time([b], window)
+    times = steps.step_time([b], window)
     assert (times.whole_s, times.online_s, times.cpu_s, times.steps) == (0.5, 0.25, 0.125, 5)
-    assert bench._step_time([b], None).whole_s == 0.1  # B's fast steps after A ended
+    assert steps.step_time([b], None).whole_s == 0.1  # B's fast steps after A ended
 
 
 def _results(whole: dict[str, float]) -> dict[str, float]:
