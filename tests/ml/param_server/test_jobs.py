@@ -9,7 +9,11 @@ from typing import Any
 import pytest
 import torch
 
-from tessera_ml.algorithms.param_server.hashing import shard_of
+from tessera_ml.algorithms.param_server.data import open_source
+from tessera_ml.algorithms.param_server.hashing import init_rows, shard_of
+from tessera_ml.algorithms.param_server.metrics import auc
+from tessera_ml.algorithms.param_server.model import dense_tower, forward
+from tessera_ml.algorithms.param_server.spec import ParamServerConfig
 from tessera_ml.comm.base import Communicator
 from tessera_ml.data.clicks import ClickLog
 from tessera_ml.worlds import entry_point, rank_context, run_world
@@ -119,11 +123,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Outcomes]:
     """One world (starting worlds is what costs) running nine jobs one after the other; each
     test below reads the behaviour of one of them."""
     root = tmp_path_factory.mktemp("param_server")
-    config = {**BASE, "checkpoint_every": 2}
+    # evaluating after two steps sends a LOOKUP while step 3's pull is on its way
+    config = {**BASE, "checkpoint_every": 2, "eval_every": 2}
     jobs: list[tuple[dict[str, Any], str | None, str | None]] = [
         (config, str(root / "a"), None),
         (config, str(root / "b"), str(root / "a" / "step-000000002")),
-        ({**BASE, "dedup": False}, str(root / "c"), None),
+        ({**config, "dedup": False}, str(root / "c"), None),
         # evaluating after two steps sends a LOOKUP while the next two steps' pulls are in flight
         ({**BASE, "mode": "async", "staleness": 2, "eval_every": 2}, str(root / "d"), None),
         ({**BASE, "eviction": "lfu", "max_rows": 150, "evict_every": 2}, None, None),
@@ -167,6 +172,42 @@ def test_rows_exist_for_exactly_the_ids_trained_on_each_on_its_server(
     assert _series(lead_points, "auc")[-1] == lead["auc"]
     assert lead["auc"] > 0.5  # better than chance on the generated log after four steps
     assert _series(lead_points, "bytes_sent")[-1] > 0
+
+
+def _auc_of_checkpoint(folder: Path, step: int) -> float:
+    """The test AUC of a sync job's checkpoint at ``step``, computed here from its tables and
+    the workers' model: what an evaluation at that step must report."""
+    config = ParamServerConfig.model_validate(BASE)
+    table = {s: _final(folder, step, s) for s in SERVERS}
+    ids = torch.cat([t["ids"] for t in table.values()])
+    params = torch.cat([t["params"] for t in table.values()])
+    scores, labels = [], []
+    for index, rank in enumerate(WORKERS):
+        source = open_source(config, None, index, len(WORKERS), None)
+        keys, truth_labels, _ = source.test_set()
+        flat = keys.flatten()
+        # rows of the ids in the tables; the others read their initial values
+        emb = init_rows(flat, config.dim, config.seed, config.init_scale)
+        where = (flat.unsqueeze(1) == ids.unsqueeze(0)).nonzero()
+        emb[where[:, 0]] = params[where[:, 1]]
+        model = dense_tower(source.num_fields, config.dim, config.hidden, config.seed)
+        model.load_state_dict(_final(folder, step, rank)["model"])
+        with torch.no_grad():
+            scores.append(forward(model, emb.view(*keys.shape, config.dim), config.interactions))
+        labels.append(truth_labels)
+    return auc(torch.cat(scores), torch.cat(labels))
+
+
+def test_an_evaluation_between_sync_steps_sees_the_tables_of_its_step(
+    world: tuple[Path, Outcomes],
+) -> None:
+    root, runs = world
+    _, points = runs["full"][WORKERS[0]]
+    aucs = _series(points, "auc")
+    # after step 2 (the next step's rows already requested), then at the end
+    assert len(aucs) == 2
+    assert aucs[0] == pytest.approx(_auc_of_checkpoint(root / "a", 2), abs=1e-12)
+    assert aucs[1] == pytest.approx(_auc_of_checkpoint(root / "a", 4), abs=1e-12)
 
 
 def test_resuming_ends_with_the_tables_and_model_of_the_uninterrupted_job(

@@ -7,10 +7,12 @@ import torch
 
 from tessera_ml.hashing import LOW24, mix64, salted, shr
 
+SHARD_SALT = 0x5EED
+
 
 def shard_of(ids: torch.Tensor, num_shards: int) -> torch.Tensor:
     """Server index of each id: a hash, so ranges of ids spread evenly over servers."""
-    return shr(salted(ids, 0x5EED), 1) % num_shards
+    return shr(salted(ids, SHARD_SALT), 1) % num_shards
 
 
 def init_rows(ids: torch.Tensor, dim: int, seed: int, scale: float) -> torch.Tensor:

@@ -9,6 +9,8 @@ exists: the ids of the rows are read back from the index on export. Batches of m
 
 from __future__ import annotations
 
+from types import ModuleType
+
 import torch
 
 from tessera_ml.algorithms.param_server.blocks import BlockRows
@@ -31,6 +33,11 @@ _WRITE, _TOUCH, _COUNT = 0, 1, 2
 
 def available() -> bool:
     return _core is not None
+
+
+def native_core() -> ModuleType | None:
+    """The compiled core, if it was built."""
+    return _core
 
 
 def _int64(ids: torch.Tensor) -> torch.Tensor:

@@ -10,12 +10,16 @@
  * Ids handed to `insert` are unique and absent, so concurrent inserters only race for empty
  * slots (compare-and-swap on the row word) and never compare ids. Batches above a size are
  * split over `threads` threads; every function releases the GIL.
+ *
+ * Beside the table, `group` lays out a worker's batch for the servers: its distinct ids grouped
+ * by the server that owns them (a small hash set of its own, freed on return).
  */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define INDEX_SALT 0x1DEULL
@@ -620,6 +624,85 @@ static PyObject *py_update(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* ---- a worker's batch: its distinct ids, grouped by server ------------------------------ */
+
+/* keys[n] -> out[u]: the distinct keys in order of first occurrence, stably grouped by
+ * shard = (mix64(key ^ shard_salt) >> 1) % shards; inverse[i]: the position in out of keys[i];
+ * counts[shards]: keys per shard. Returns u, or -1 when scratch memory cannot be had. */
+static Py_ssize_t group_keys(const int64_t *keys, Py_ssize_t n, uint64_t shard_salt,
+                             int64_t shards, int64_t *out, int64_t *inverse, int64_t *counts)
+{
+    uint64_t cap = 16;
+    while (cap < 2 * (uint64_t)n)
+        cap <<= 1;
+    int64_t *slot_key = malloc(cap * sizeof *slot_key);
+    int32_t *slot_at = malloc(cap * sizeof *slot_at);
+    int64_t *distinct = malloc((n ? n : 1) * sizeof *distinct);
+    int64_t *where = malloc((n ? n : 1) * sizeof *where);
+    int64_t *next = calloc((size_t)shards, sizeof *next);
+    Py_ssize_t u = -1;
+    if (!slot_key || !slot_at || !distinct || !where || !next)
+        goto done;
+    memset(slot_at, 0xFF, cap * sizeof *slot_at);
+    uint64_t mask = cap - 1;
+    u = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t key = keys[i];
+        uint64_t s = mix64((uint64_t)key ^ INDEX_SALT) & mask;
+        while (slot_at[s] >= 0 && slot_key[s] != key)
+            s = (s + 1) & mask;
+        if (slot_at[s] < 0) {
+            slot_key[s] = key;
+            slot_at[s] = (int32_t)u;
+            distinct[u++] = key;
+        }
+        inverse[i] = slot_at[s];
+    }
+    memset(counts, 0, (size_t)shards * sizeof *counts);
+    for (Py_ssize_t j = 0; j < u; j++) {
+        where[j] = (int64_t)((mix64((uint64_t)distinct[j] ^ shard_salt) >> 1) % (uint64_t)shards);
+        counts[where[j]]++;
+    }
+    for (int64_t k = 1; k < shards; k++)
+        next[k] = next[k - 1] + counts[k - 1];
+    for (Py_ssize_t j = 0; j < u; j++) {
+        int64_t at = next[where[j]]++;
+        out[at] = distinct[j];
+        where[j] = at;
+    }
+    for (Py_ssize_t i = 0; i < n; i++)
+        inverse[i] = where[inverse[i]];
+done:
+    free(slot_key);
+    free(slot_at);
+    free(distinct);
+    free(where);
+    free(next);
+    return u;
+}
+
+static PyObject *py_group(PyObject *self, PyObject *args)
+{
+    unsigned long long keys, out, inverse, counts, shard_salt;
+    Py_ssize_t n;
+    long long shards;
+    if (!PyArg_ParseTuple(args, "KnKLKKK", &keys, &n, &shard_salt, &shards, &out, &inverse,
+                          &counts))
+        return NULL;
+    if (shards < 1 || n > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "group: shards must be >= 1 and n < 2**31");
+        return NULL;
+    }
+    Py_ssize_t u;
+    Py_BEGIN_ALLOW_THREADS;
+    u = group_keys((const int64_t *)keys, n, shard_salt, shards, (int64_t *)out,
+                   (int64_t *)inverse, (int64_t *)counts);
+    Py_END_ALLOW_THREADS;
+    if (u < 0)
+        return PyErr_NoMemory();
+    return PyLong_FromSsize_t(u);
+}
+
 static PyObject *py_mix64(PyObject *self, PyObject *args)
 {
     unsigned long long x;
@@ -638,6 +721,7 @@ static PyMethodDef methods[] = {
     {"gather", py_gather, METH_VARARGS, "copy rows out (initial values for absent ids)"},
     {"update", py_update, METH_VARARGS, "write rows, mark them used, or count sightings"},
     {"mix64", py_mix64, METH_VARARGS, "the splitmix64 finaliser"},
+    {"group", py_group, METH_VARARGS, "a batch's distinct ids, grouped by shard"},
     {NULL, NULL, 0, NULL},
 };
 

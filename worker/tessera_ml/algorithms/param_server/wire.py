@@ -24,7 +24,7 @@ from enum import IntEnum
 
 import torch
 
-from tessera_ml.comm.base import Communicator, Work
+from tessera_ml.comm.base import Communicator
 
 
 class Kind(IntEnum):
@@ -87,12 +87,13 @@ def recv_header(comm: Communicator, src: int) -> Header:
 
 def send_request(
     comm: Communicator, dst: int, header: Header, payload: torch.Tensor | None
-) -> list[Work]:
-    """Post a header and its payload without waiting; wait on the returned work later."""
-    works = [comm.isend(header.tensor(), dst)]
+) -> None:
+    """Send a header and its payload from the calling thread. A server reads a worker's
+    requests in order and replies to each, so a sender waits at most for the server to take
+    the request (its reply may still be on its way)."""
+    comm.send(header.tensor(), dst)
     if payload is not None and payload.numel():
-        works.append(comm.isend(payload.contiguous(), dst))
-    return works
+        comm.send(payload.contiguous(), dst)
 
 
 def push_pull_payload(ids: torch.Tensor, grads: torch.Tensor) -> torch.Tensor:

@@ -1,17 +1,23 @@
 """The worker role: reads its share of the click log, pulls rows, trains the dense tower.
 
-Per step: read the next step's batch and deduplicate its ids while the servers answer this
-step's PULL; forward and backward (autograd sums each unique id's gradient); send each server
-its part of the per-id gradients together with the next step's ids (PUSH_PULL, split by
-``shard_of``), so the servers apply the step and answer the next pull while the workers
+Per step: read the next step's batch and group its distinct ids by server (``grouping``) while
+the servers answer this step's PULL; forward and backward (autograd sums each unique id's
+gradient); send each server its part of the per-id gradients together with the next step's ids
+(PUSH_PULL), so the servers apply the step and answer the next pull while the workers
 all-reduce the dense gradient and step the dense tower. In async mode the pulls of the next
 ``staleness`` steps are already in flight while a step computes.
+
+Requests go out from the worker's own thread. With one pull in flight (sync mode) the worker
+reads each reply when it needs the rows, before it sends its next request, so a server never
+waits on a worker that is not reading; with more in flight (async), replies are read as they
+arrive, by a receive posted with the request.
 """
 
 from __future__ import annotations
 
 import time
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from tessera_ml.algorithms.param_server.data import open_source
-from tessera_ml.algorithms.param_server.hashing import shard_of
+from tessera_ml.algorithms.param_server.grouping import Grouped, group_by_shard
 from tessera_ml.algorithms.param_server.metrics import auc
 from tessera_ml.algorithms.param_server.model import dense_tower, forward
 from tessera_ml.algorithms.param_server.spec import ParamServerConfig
@@ -36,20 +42,27 @@ from tessera_ml.context import RankContext
 
 @dataclass
 class Pull:
-    """Rows requested from every server for one set of keys, possibly still in flight."""
+    """Rows requested from every server for one set of grouped keys, possibly on their way.
 
-    keys: torch.Tensor
-    parts: list[tuple[int, torch.Tensor]]
-    replies: list[torch.Tensor]
+    Each server's reply lands in its span of ``rows``: read as it arrives (``eager``, a receive
+    posted with the request) or, with one pull in flight, on the worker's own thread when the
+    rows are needed, which spares a hand-off between threads per server and step.
+    """
+
+    comm: Communicator
+    keys: Grouped
+    servers: list[int]
+    rows: torch.Tensor
     works: list[Work]
+    later: list[tuple[int, torch.Tensor]]
 
-    def wait(self, dim: int) -> torch.Tensor:
+    def wait(self) -> torch.Tensor:
         for w in self.works:
             w.wait()
-        out = torch.empty((self.keys.numel(), dim), dtype=torch.float32)
-        for (_, pos), reply in zip(self.parts, self.replies, strict=True):
-            out[pos] = reply
-        return out
+        for server, into in self.later:
+            self.comm.recv(into, server)
+        self.works, self.later = [], []
+        return self.rows
 
 
 @dataclass
@@ -64,50 +77,50 @@ class Pushed:
 def request_rows(
     comm: Communicator,
     servers: list[int],
-    keys: torch.Tensor,
+    keys: Grouped,
     *,
     kind: Kind,
     step: int,
     dim: int,
     unique: bool,
+    eager: bool,
     pushed: Pushed | None = None,
 ) -> Pull:
     """Send each server the keys it owns (after its part of ``pushed``, in the same message)
-    and post the receives of its reply."""
-    shard = shard_of(keys, len(servers))
-    parts, replies, works = [], [], []
+    and post or note the receive of its reply."""
     flags = UNIQUE if unique else 0
-    for s, server in enumerate(servers):
-        pos = (shard == s).nonzero().squeeze(1)
+    rows = torch.empty((keys.keys.numel(), dim), dtype=torch.float32)
+    works: list[Work] = []
+    later: list[tuple[int, torch.Tensor]] = []
+    spans = keys.spans()
+    for s, (server, (lo, hi)) in enumerate(zip(servers, spans, strict=True)):
+        mine = keys.keys[lo:hi]
         if pushed is None:
-            works += send_request(comm, server, Header(kind, step, pos.numel(), flags), keys[pos])
+            send_request(comm, server, Header(kind, step, hi - lo, flags), mine)
         else:
             assert kind == Kind.PULL
-            done = pushed.pull.parts[s][1]
-            header = Header(Kind.PUSH_PULL, pushed.step, done.numel(), flags, step, pos.numel())
-            payload = push_pull_payload(keys[pos], pushed.grads[done])
-            works += send_request(comm, server, header, payload)
-        reply = torch.empty((pos.numel(), dim), dtype=torch.float32)
-        if pos.numel():
-            works.append(comm.irecv(reply, server))
-        parts.append((server, pos))
-        replies.append(reply)
-    return Pull(keys, parts, replies, works)
+            done_lo, done_hi = pushed.pull.keys.spans()[s]
+            header = Header(Kind.PUSH_PULL, pushed.step, done_hi - done_lo, flags, step, hi - lo)
+            payload = push_pull_payload(mine, pushed.grads[done_lo:done_hi])
+            send_request(comm, server, header, payload)
+        if hi > lo:
+            if eager:
+                works.append(comm.irecv(rows[lo:hi], server))
+            else:
+                later.append((server, rows[lo:hi]))
+    return Pull(comm, keys, servers, rows, works, later)
 
 
-def push_grads(comm: Communicator, pull: Pull, step: int, grads: torch.Tensor) -> list[Work]:
-    works: list[Work] = []
-    for server, pos in pull.parts:
-        works += send_request(comm, server, Header(Kind.PUSH, step, pos.numel()), grads[pos])
-    return works
+def push_grads(comm: Communicator, pull: Pull, step: int, grads: torch.Tensor) -> None:
+    for server, (lo, hi) in zip(pull.servers, pull.keys.spans(), strict=True):
+        send_request(comm, server, Header(Kind.PUSH, step, hi - lo), grads[lo:hi])
 
 
 @dataclass
 class Ids:
     """One step's data before its rows are requested: the keys to pull and how to lay them out."""
 
-    keys: torch.Tensor
-    inverse: torch.Tensor | None
+    keys: Grouped
     labels: torch.Tensor
     shape: tuple[int, int]
 
@@ -132,16 +145,15 @@ class Worker:
         self.model.to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.dense_lr)
         self.params = [p for p in self.model.parameters()]
+        # more than one pull in flight: the worker sends requests before it reads the replies
+        # to earlier ones, so those are read as they arrive
+        self.eager = config.mode == "async" and config.staleness > 0
 
     def read_ids(self, step: int) -> Ids:
-        """The step's batch, its ids deduplicated (when ``dedup``)."""
+        """The step's batch, its ids grouped by server (each once, with ``dedup``)."""
         ids, labels = self.source.train_batch(step)
-        flat = ids.flatten()
-        inverse = None
-        if self.config.dedup:
-            flat, inverse = torch.unique(flat, return_inverse=True)
-            inverse = inverse.to(self.device)
-        return Ids(flat, inverse, labels.to(self.device), (ids.shape[0], ids.shape[1]))
+        keys = group_by_shard(ids, len(self.servers), distinct=self.config.dedup)
+        return Ids(keys, labels.to(self.device), (ids.shape[0], ids.shape[1]))
 
     def pull(self, step: int, ids: Ids, pushed: Pushed | None = None) -> Batch:
         pull = request_rows(
@@ -152,6 +164,7 @@ class Worker:
             step=step,
             dim=self.config.dim,
             unique=self.config.dedup,
+            eager=self.eager,
             pushed=pushed,
         )
         return Batch(ids, pull)
@@ -159,9 +172,10 @@ class Worker:
     def backward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
         """Forward and backward; returns the loss and the gradient of every pulled row."""
         # rows arrive from the servers in host memory; the dense tower runs on the rank's device
-        leaf = batch.pull.wait(self.config.dim).to(self.device).requires_grad_(True)
+        leaf = batch.pull.wait().to(self.device).requires_grad_(True)
         data = batch.ids
-        emb = leaf if data.inverse is None else leaf[data.inverse]
+        # index_select: its backward is one index_add, several times cheaper than indexing's
+        emb = leaf.index_select(0, data.keys.inverse.to(self.device))
         logits = forward(
             self.model, emb.view(*data.shape, self.config.dim), self.config.interactions
         )
@@ -188,10 +202,13 @@ class Worker:
         self.optimizer.step()
         return float(flat[-2]) / self.group.size, bool(flat[-1] > 0)
 
-    def evaluate(self, step: int) -> dict[str, float]:
-        """AUC and loss over the held-out samples, split among the workers."""
+    def evaluate(self, step: int, inflight: Iterable[Batch] = ()) -> dict[str, float]:
+        """AUC and loss over the held-out samples, split among the workers. The rows of the
+        pulls ``inflight`` are taken first: a server answers the LOOKUP after them."""
+        for batch in inflight:
+            batch.pull.wait()
         ids, labels, truth = self.source.test_set()
-        keys, inverse = torch.unique(ids.flatten(), return_inverse=True)
+        keys = group_by_shard(ids, len(self.servers))
         pull = request_rows(
             self.ctx.comm,
             self.servers,
@@ -200,8 +217,9 @@ class Worker:
             step=step,
             dim=self.config.dim,
             unique=True,
+            eager=False,
         )
-        emb = pull.wait(self.config.dim).to(self.device)[inverse.to(self.device)]
+        emb = pull.wait().to(self.device).index_select(0, keys.inverse.to(self.device))
         emb = emb.view(*ids.shape, self.config.dim)
         labels = labels.to(self.device)
         truth = None if truth is None else truth.to(self.device)
@@ -244,7 +262,6 @@ def run_worker(ctx: RankContext, servers: list[int], group: Group) -> dict[str, 
         worker.pull(s, worker.read_ids(s))
         for s in range(start, min(start + ahead + 1, config.steps))
     )
-    pushes: list[Work] = []
     lead = group.index(ctx.rank) == 0
     step, loss = start, float("nan")
     # a stop is agreed in one step's reduction and ends training after the next step, whose
@@ -265,14 +282,10 @@ def run_worker(ctx: RankContext, servers: list[int], group: Group) -> dict[str, 
         # the workers reduce the dense gradient
         if upcoming is not None:
             inflight.append(worker.pull(following, upcoming, Pushed(batch.pull, step, grads)))
-            new_pushes = []
         else:
-            new_pushes = push_grads(ctx.comm, batch.pull, step, grads)
+            push_grads(ctx.comm, batch.pull, step, grads)
         loss, stopping = worker.step_dense(step_loss, ctx.stop.is_set())
         stopped, last = last, stopping
-        for w in pushes:
-            w.wait()
-        pushes = new_pushes
         step += 1
         elapsed = time.perf_counter() - t0
         stats = ctx.comm.stats
@@ -284,7 +297,7 @@ def run_worker(ctx: RankContext, servers: list[int], group: Group) -> dict[str, 
         if lead:
             values |= {"loss": loss, "throughput": samples_per_step / elapsed}
         if config.eval_every and step % config.eval_every == 0 and step < config.steps:
-            evaluation = worker.evaluate(step)
+            evaluation = worker.evaluate(step, inflight)
             if lead:
                 values |= evaluation
         ctx.reporter.metrics(step - 1, values)
@@ -293,16 +306,13 @@ def run_worker(ctx: RankContext, servers: list[int], group: Group) -> dict[str, 
             ctx.save_checkpoint(step, worker.state(step))
     train_time = time.perf_counter() - started
     for batch in inflight:
-        batch.pull.wait(config.dim)
-    for w in pushes:
-        w.wait()
+        batch.pull.wait()
     if config.eval_samples >= group.size or ctx.slot.dataset is not None:
         evaluation = worker.evaluate(step)
         if lead and evaluation:
             ctx.reporter.metrics(step, evaluation)
     for server in servers:
-        for w in send_request(ctx.comm, server, Header(Kind.STOP, step, 0), None):
-            w.wait()
+        send_request(ctx.comm, server, Header(Kind.STOP, step, 0), None)
     ctx.save_checkpoint(step, worker.state(step))
     ctx.reporter.flush()
     trained = step - start
