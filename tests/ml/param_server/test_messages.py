@@ -1,10 +1,14 @@
-"""The worker-server messages: headers and the combined PUSH_PULL payload."""
+"""The worker-server messages: headers, the combined PUSH_PULL payload, and the order a sync
+server expects them in."""
 
 from __future__ import annotations
+
+import re
 
 import pytest
 import torch
 
+from tessera_ml.algorithms.param_server.server import ShardServer
 from tessera_ml.algorithms.param_server.wire import (
     UNIQUE,
     Header,
@@ -12,8 +16,12 @@ from tessera_ml.algorithms.param_server.wire import (
     WireError,
     push_pull_bytes,
     push_pull_payload,
+    send_request,
     split_push_pull,
 )
+from tessera_ml.comm.base import Communicator
+from tessera_ml.comm.local import run_local
+from tessera_ml.worlds import rank_context
 
 
 def test_a_header_survives_its_tensor() -> None:
@@ -55,3 +63,49 @@ def test_a_push_pull_payload_splits_into_the_ids_and_gradients_it_was_made_of(
 def test_a_malformed_header_is_refused_with_its_reason(fields: list[int], reason: str) -> None:
     with pytest.raises(WireError, match=reason):
         Header.parse(torch.tensor(fields, dtype=torch.int64))
+
+
+# a sync server reads one request of every worker per round; workers that break step refuse
+ROUND_JOB: list[dict[str, object]] = [
+    {"party": "infra", "role": "server"},
+    {"party": "shop-a", "role": "worker"},
+    {"party": "shop-b", "role": "worker"},
+]
+ROUND_CONFIG = {"steps": 4, "batch_size": 8, "dim": 2, "hidden": [4]}
+
+
+def _serve_or_send(comm: Communicator, requests: list[list[Header]]) -> str:
+    """Rank 0 serves a sync job and returns the error it stops with; the other ranks send
+    their ``requests`` (ids 1..count) and read the replies to the first round's pulls."""
+    ctx = rank_context(comm, "param_server", ROUND_JOB, ROUND_CONFIG)
+    if comm.rank == 0:
+        with pytest.raises(WireError) as refused:
+            ShardServer(ctx, [1, 2]).serve()
+        return str(refused.value)
+    for i, header in enumerate(requests[comm.rank - 1]):
+        send_request(comm, 0, header, torch.arange(1, header.count + 1, dtype=torch.int64))
+        if i == 0:
+            comm.recv(torch.empty(header.count, 2), 0)
+    return ""
+
+
+@pytest.mark.parametrize(
+    ("second_round", "reason"),
+    [
+        (
+            [Header(Kind.STOP, 1, 0), Header(Kind.PULL, 1, 3, UNIQUE)],
+            r"ranks \[1\] stopped while the other workers went on",
+        ),
+        (
+            [Header(Kind.PULL, 1, 3, UNIQUE), Header(Kind.PULL, 1, 3, UNIQUE)],
+            "rank 1 pulls step 1 before every worker pushed the steps before it",
+        ),
+    ],
+)
+def test_a_sync_server_refuses_workers_that_break_step(
+    second_round: list[Header], reason: str
+) -> None:
+    first = Header(Kind.PULL, 0, 3, UNIQUE)
+    requests = [[first, second_round[0]], [first, second_round[1]]]
+    error = run_local(_serve_or_send, 3, requests, timeout_s=60)[0]
+    assert re.search(reason, error)

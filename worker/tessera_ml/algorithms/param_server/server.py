@@ -1,8 +1,14 @@
-"""The server role: one shard of the embedding tables, served to every worker concurrently.
+"""The server role: one shard of the embedding tables, served to every worker.
 
-One thread per worker reads that worker's requests in order; the table and the step clocks sit
-behind one condition variable. A PULL waits until the updates it must see are applied:
-in sync mode every update of the previous steps, in async mode all but the last ``staleness``.
+A PULL is answered once the updates it must see are applied: in sync mode every update of the
+previous steps, in async mode all but the last ``staleness``.
+
+- *sync*: every worker sends the same sequence of requests (one per step, then evaluations and
+  STOP at the same steps), so the server reads them in rounds, one request of each worker in
+  worker order on one thread, and answers the round's pulls at its end, when the step's pushes
+  are all applied.
+- *async*: workers run apart, so one thread per worker reads that worker's requests in order;
+  the table and the step clocks sit behind one condition variable.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from typing import Any
 
 import torch
 
+from tessera_ml.algorithms.param_server.grouping import distinct
 from tessera_ml.algorithms.param_server.optim import make_optimizer
 from tessera_ml.algorithms.param_server.spec import ParamServerConfig
 from tessera_ml.algorithms.param_server.table import TableExport
@@ -21,6 +28,7 @@ from tessera_ml.algorithms.param_server.wire import (
     UNIQUE,
     Header,
     Kind,
+    WireError,
     push_pull_bytes,
     recv_header,
     split_push_pull,
@@ -94,12 +102,19 @@ class ShardServer:
 
     # ---- requests -------------------------------------------------------------------------
 
-    def _pull(self, worker: int, header: Header, ids: torch.Tensor) -> torch.Tensor:
+    def _pull(
+        self, worker: int, header: Header, ids: torch.Tensor, *, wait: bool = True
+    ) -> torch.Tensor:
         inverse = None
         unique = ids
         if not header.flags & UNIQUE:
-            unique, inverse = torch.unique(ids, return_inverse=True)
+            unique, inverse = distinct(ids)
         with self.cond:
+            if not wait and not self._ready(header.step):
+                raise WireError(
+                    f"rank {worker} pulls step {header.step} before every worker pushed the "
+                    f"steps before it"
+                )
             self.cond.wait_for(lambda: self._ready(header.step))
             if header.kind == Kind.LOOKUP:
                 rows = self.table.find(unique)
@@ -135,8 +150,10 @@ class ShardServer:
             rows = pull.rows
             if pull.generation != self.generation:
                 rows = self.table.find(pull.ids)
-            live = rows >= 0
-            rows, grads = rows[live], grads[live]
+            if self.config.admission_count > 1 or pull.generation != self.generation:
+                # ids not admitted, or evicted since the pull, take no update
+                live = rows >= 0
+                rows, grads = rows[live], grads[live]
             if self.config.mode == "sync":
                 self.pending.setdefault(step, {})[worker] = (rows, grads)
                 if len(self.pending[step]) == len(self.workers):
@@ -153,7 +170,7 @@ class ShardServer:
         parts = self.pending.pop(step)
         rows = torch.cat([parts[w][0] for w in self.workers])
         grads = torch.cat([parts[w][1] for w in self.workers])
-        unique, inverse = torch.unique(rows, return_inverse=True)
+        unique, inverse = distinct(rows)
         summed = grads.new_zeros((unique.numel(), grads.shape[1]))
         self._apply(unique, summed.index_add_(0, inverse, grads))
         self._step_done(step)
@@ -223,31 +240,41 @@ class ShardServer:
 
     # ---- the loop -------------------------------------------------------------------------
 
-    def _serve_worker(self, worker: int) -> None:
+    def _take(self, worker: int) -> tuple[Header, torch.Tensor] | None:
+        """Read one request of ``worker`` and apply its push; returns the PULL or LOOKUP it
+        asks to answer (``None`` for a PUSH), and STOP's header with no ids."""
         comm, dim = self.ctx.comm, self.config.dim
+        header = recv_header(comm, worker)
+        if header.kind == Kind.STOP:
+            return header, torch.empty(0, dtype=torch.int64)
+        if header.kind == Kind.PUSH_PULL:
+            payload = torch.empty(push_pull_bytes(header, dim), dtype=torch.uint8)
+            if payload.numel():
+                comm.recv(payload, worker)
+            ids, grads = split_push_pull(payload, header, dim)
+            self._push(worker, header.step, grads.to(self.device))
+            # a copy: the step's pull record keeps its ids, not the whole payload
+            return header.then(), ids.clone()
+        if header.kind == Kind.PUSH:
+            grads = torch.empty((header.count, dim), dtype=torch.float32)
+            if header.count:
+                comm.recv(grads, worker)
+            self._push(worker, header.step, grads.to(self.device))
+            return None
+        ids = torch.empty(header.count, dtype=torch.int64)
+        if header.count:
+            comm.recv(ids, worker)
+        return header, ids
+
+    def _serve_worker(self, worker: int) -> None:
         try:
             while True:
-                header = recv_header(comm, worker)
+                request = self._take(worker)
+                if request is None:
+                    continue
+                header, ids = request
                 if header.kind == Kind.STOP:
                     break
-                if header.kind == Kind.PUSH_PULL:
-                    payload = torch.empty(push_pull_bytes(header, dim), dtype=torch.uint8)
-                    if payload.numel():
-                        comm.recv(payload, worker)
-                    ids, grads = split_push_pull(payload, header, dim)
-                    self._push(worker, header.step, grads.to(self.device))
-                    # a copy: the step's pull record keeps its ids, not the whole payload
-                    self._answer(worker, header.then(), ids.clone())
-                    continue
-                if header.kind == Kind.PUSH:
-                    grads = torch.empty((header.count, dim), dtype=torch.float32)
-                    if header.count:
-                        comm.recv(grads, worker)
-                    self._push(worker, header.step, grads.to(self.device))
-                    continue
-                ids = torch.empty(header.count, dtype=torch.int64)
-                if header.count:
-                    comm.recv(ids, worker)
                 self._answer(worker, header, ids)
         except BaseException as exc:
             with self.cond:
@@ -256,16 +283,33 @@ class ShardServer:
             self.finished += 1
             self.cond.notify_all()
 
-    def _answer(self, worker: int, header: Header, ids: torch.Tensor) -> None:
-        """A PULL or LOOKUP: reply with the rows (a PULL of no ids is recorded, not answered)."""
+    def _serve_rounds(self) -> None:
+        """Sync mode: one request of each worker per round, then the round's answers."""
+        while True:
+            taken = [(w, self._take(w)) for w in self.workers]
+            stops = [w for w, request in taken if request and request[0].kind == Kind.STOP]
+            if stops:
+                if len(stops) < len(self.workers):
+                    raise WireError(f"ranks {stops} stopped while the other workers went on")
+                return
+            for worker, request in taken:
+                if request is not None:
+                    self._answer(worker, *request, wait=False)
+
+    def _answer(self, worker: int, header: Header, ids: torch.Tensor, *, wait: bool = True) -> None:
+        """A PULL or LOOKUP: reply with the rows (a PULL of no ids is recorded, not answered).
+        ``wait``: for the updates the pull must see, else they must be applied already."""
         if header.count:
-            rows = self._pull(worker, header, ids.to(self.device))
+            rows = self._pull(worker, header, ids.to(self.device), wait=wait)
             self.ctx.comm.send(rows.cpu(), worker)
         elif header.kind == Kind.PULL:
-            self._pull(worker, header, ids.to(self.device))
+            self._pull(worker, header, ids.to(self.device), wait=wait)
 
     def serve(self) -> None:
         """Serve every worker until each has sent STOP; re-raise the first failure."""
+        if self.config.mode == "sync":
+            self._serve_rounds()
+            return
         self.finished = 0
         for w in self.workers:
             name = f"param-server-worker-{w}"
