@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 from tessera_ml.algorithms.param_server.data import open_source
 from tessera_ml.algorithms.param_server.hashing import init_rows, shard_of
@@ -174,9 +175,9 @@ def test_rows_exist_for_exactly_the_ids_trained_on_each_on_its_server(
     assert _series(lead_points, "bytes_sent")[-1] > 0
 
 
-def _auc_of_checkpoint(folder: Path, step: int) -> float:
-    """The test AUC of a sync job's checkpoint at ``step``, computed here from its tables and
-    the workers' model: what an evaluation at that step must report."""
+def _evaluation_of_checkpoint(folder: Path, step: int) -> tuple[float, float]:
+    """The test AUC and loss of a sync job's checkpoint at ``step``, computed here from its
+    tables and the workers' model: what an evaluation at that step must report."""
     config = ParamServerConfig.model_validate(BASE)
     table = {s: _final(folder, step, s) for s in SERVERS}
     ids = torch.cat([t["ids"] for t in table.values()])
@@ -195,7 +196,9 @@ def _auc_of_checkpoint(folder: Path, step: int) -> float:
         with torch.no_grad():
             scores.append(forward(model, emb.view(*keys.shape, config.dim), config.interactions))
         labels.append(truth_labels)
-    return auc(torch.cat(scores), torch.cat(labels))
+    every_score, every_label = torch.cat(scores), torch.cat(labels)
+    loss = F.binary_cross_entropy_with_logits(every_score, every_label)
+    return auc(every_score, every_label), float(loss)
 
 
 def test_an_evaluation_between_sync_steps_sees_the_tables_of_its_step(
@@ -203,11 +206,13 @@ def test_an_evaluation_between_sync_steps_sees_the_tables_of_its_step(
 ) -> None:
     root, runs = world
     _, points = runs["full"][WORKERS[0]]
-    aucs = _series(points, "auc")
+    reported = list(zip(_series(points, "auc"), _series(points, "eval_loss"), strict=True))
     # after step 2 (the next step's rows already requested), then at the end
-    assert len(aucs) == 2
-    assert aucs[0] == pytest.approx(_auc_of_checkpoint(root / "a", 2), abs=1e-12)
-    assert aucs[1] == pytest.approx(_auc_of_checkpoint(root / "a", 4), abs=1e-12)
+    assert len(reported) == 2
+    for (got_auc, got_loss), step in zip(reported, (2, 4), strict=True):
+        want_auc, want_loss = _evaluation_of_checkpoint(root / "a", step)
+        assert got_auc == pytest.approx(want_auc, abs=1e-12)
+        assert got_loss == pytest.approx(want_loss, rel=1e-6)
 
 
 def test_resuming_ends_with_the_tables_and_model_of_the_uninterrupted_job(
@@ -303,3 +308,38 @@ def test_a_stop_ends_every_rank_after_the_same_step_with_an_export(
     # rows exist for exactly the ids of the steps trained
     union = torch.cat([_final(root / "f", 4, s)["ids"] for s in SERVERS]).sort().values
     assert torch.equal(union, _seen_ids({**BASE}, 4))
+
+
+ONE_PARTY: list[dict[str, Any]] = [
+    {"party": "alice", "role": "server", "processes": 2},
+    {"party": "alice", "role": "worker", "processes": 2},
+]
+
+
+def _one_party_jobs(comm: Communicator, jobs: list[tuple[dict[str, Any], str]]) -> list[Any]:
+    entry = entry_point("param_server")
+    return [
+        entry(rank_context(comm, "param_server", ONE_PARTY, config, checkpoint_dir=folder))
+        for config, folder in jobs
+    ]
+
+
+def test_over_gloo_alone_the_same_job_ends_with_the_same_tables_and_model(
+    world: tuple[Path, Outcomes], tmp_path: Path
+) -> None:
+    """Servers and workers of one party talk over gloo, whose sends wait for the receiver:
+    the order of requests and replies must hold there too (sync and async, evaluating while
+    pulls are in flight)."""
+    root, _ = world
+    sync = {**BASE, "checkpoint_every": 2, "eval_every": 2}
+    stale = {**BASE, "mode": "async", "staleness": 2, "eval_every": 2}
+    jobs = [(sync, str(tmp_path / "sync")), (stale, str(tmp_path / "async"))]
+    results = run_world(_one_party_jobs, 4, jobs, parties=["alice"] * 4)
+    for s in SERVERS:
+        mesh_table, gloo_table = _final(root / "a", 4, s), _final(tmp_path / "sync", 4, s)
+        for a, b in zip(_by_id(mesh_table), _by_id(gloo_table), strict=True):
+            assert torch.equal(a, b)
+    for w in WORKERS:
+        mesh, gloo = _final(root / "a", 4, w)["model"], _final(tmp_path / "sync", 4, w)["model"]
+        assert all(torch.equal(mesh[k], gloo[k]) for k in mesh)
+        assert [r["steps"] for r in results[w]] == [4, 4]

@@ -7,10 +7,10 @@ gradient); send each server its part of the per-id gradients together with the n
 all-reduce the dense gradient and step the dense tower. In async mode the pulls of the next
 ``staleness`` steps are already in flight while a step computes.
 
-Requests go out from the worker's own thread. With one pull in flight (sync mode) the worker
+Requests go out from the worker's own thread. In sync mode, with one pull in flight, the worker
 reads each reply when it needs the rows, before it sends its next request, so a server never
-waits on a worker that is not reading; with more in flight (async), replies are read as they
-arrive, by a receive posted with the request.
+waits on a worker that is not reading; in async mode, with more in flight, replies are read as
+they arrive, by a receive posted with the request.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class Pull:
     """Rows requested from every server for one set of grouped keys, possibly on their way.
 
     Each server's reply lands in its span of ``rows``: read as it arrives (``eager``, a receive
-    posted with the request) or, with one pull in flight, on the worker's own thread when the
+    posted with the request) or, in sync mode, on the worker's own thread when the
     rows are needed, which spares a hand-off between threads per server and step.
     """
 
@@ -145,9 +145,9 @@ class Worker:
         self.model.to(self.device)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.dense_lr)
         self.params = [p for p in self.model.parameters()]
-        # more than one pull in flight: the worker sends requests before it reads the replies
-        # to earlier ones, so those are read as they arrive
-        self.eager = config.mode == "async" and config.staleness > 0
+        # async keeps several pulls in flight: the worker sends requests before it reads the
+        # replies to earlier ones, so those are read as they arrive
+        self.eager = config.mode == "async"
 
     def read_ids(self, step: int) -> Ids:
         """The step's batch, its ids grouped by server (each once, with ``dedup``)."""
@@ -174,8 +174,11 @@ class Worker:
         # rows arrive from the servers in host memory; the dense tower runs on the rank's device
         leaf = batch.pull.wait().to(self.device).requires_grad_(True)
         data = batch.ids
-        # index_select: its backward is one index_add, several times cheaper than indexing's
-        emb = leaf.index_select(0, data.keys.inverse.to(self.device))
+        inverse = data.keys.inverse.to(self.device)
+        # on the CPU, index_select's backward (one index_add, in order) is several times
+        # cheaper than indexing's; on a GPU index_add sums with atomics, and indexing keeps a
+        # step's gradients the same bits in every run
+        emb = leaf.index_select(0, inverse) if leaf.device.type == "cpu" else leaf[inverse]
         logits = forward(
             self.model, emb.view(*data.shape, self.config.dim), self.config.interactions
         )
