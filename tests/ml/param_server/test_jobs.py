@@ -35,6 +35,10 @@ BASE: dict[str, Any] = {
     "eval_samples": 400,
 }
 SERVERS, WORKERS = (0, 1), (2, 3)
+# the full job: evaluating after two steps sends a LOOKUP while step 3's pull is on its way
+FULL: dict[str, Any] = {**BASE, "checkpoint_every": 2, "eval_every": 2}
+# evaluating after two steps sends a LOOKUP while the next two steps' pulls are in flight
+STALE: dict[str, Any] = {**BASE, "mode": "async", "staleness": 2, "eval_every": 2}
 
 
 def _final(folder: Path, steps: int, rank: int) -> dict[str, Any]:
@@ -124,14 +128,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Outcomes]:
     """One world (starting worlds is what costs) running nine jobs one after the other; each
     test below reads the behaviour of one of them."""
     root = tmp_path_factory.mktemp("param_server")
-    # evaluating after two steps sends a LOOKUP while step 3's pull is on its way
-    config = {**BASE, "checkpoint_every": 2, "eval_every": 2}
     jobs: list[tuple[dict[str, Any], str | None, str | None]] = [
-        (config, str(root / "a"), None),
-        (config, str(root / "b"), str(root / "a" / "step-000000002")),
-        ({**config, "dedup": False}, str(root / "c"), None),
-        # evaluating after two steps sends a LOOKUP while the next two steps' pulls are in flight
-        ({**BASE, "mode": "async", "staleness": 2, "eval_every": 2}, str(root / "d"), None),
+        (FULL, str(root / "a"), None),
+        (FULL, str(root / "b"), str(root / "a" / "step-000000002")),
+        ({**FULL, "dedup": False}, str(root / "c"), None),
+        (STALE, str(root / "d"), None),
         ({**BASE, "eviction": "lfu", "max_rows": 150, "evict_every": 2}, None, None),
         ({**BASE, "dataset": "generated:clicks?rows=3000&fields=3&ids=200"}, None, None),
         ({**BASE, "admission_count": 3}, str(root / "e"), None),
@@ -215,18 +216,24 @@ def test_an_evaluation_between_sync_steps_sees_the_tables_of_its_step(
         assert got_loss == pytest.approx(want_loss, rel=1e-6)
 
 
+def _assert_same_end(first: Path, second: Path) -> None:
+    """Two jobs' final checkpoints (step 4) hold the same tables, row by row, and the same
+    model, bit for bit."""
+    for s in SERVERS:
+        for a, b in zip(_by_id(_final(first, 4, s)), _by_id(_final(second, 4, s)), strict=True):
+            assert torch.equal(a, b)
+    for w in WORKERS:
+        one, other = _final(first, 4, w)["model"], _final(second, 4, w)["model"]
+        assert all(torch.equal(one[k], other[k]) for k in one)
+
+
 def test_resuming_ends_with_the_tables_and_model_of_the_uninterrupted_job(
     world: tuple[Path, Outcomes],
 ) -> None:
     root, runs = world
     for s in SERVERS:
         assert runs["resumed"][s][0]["start_step"] == 2
-        uninterrupted, resumed = _final(root / "a", 4, s), _final(root / "b", 4, s)
-        for a, b in zip(_by_id(uninterrupted), _by_id(resumed), strict=True):
-            assert torch.equal(a, b)
-    for w in WORKERS:
-        before, after = _final(root / "a", 4, w)["model"], _final(root / "b", 4, w)["model"]
-        assert all(torch.equal(before[k], after[k]) for k in before)
+    _assert_same_end(root / "a", root / "b")
 
 
 def test_without_deduplication_the_same_training_sends_far_more_bytes(
@@ -331,15 +338,8 @@ def test_over_gloo_alone_the_same_job_ends_with_the_same_tables_and_model(
     the order of requests and replies must hold there too (sync and async, evaluating while
     pulls are in flight)."""
     root, _ = world
-    sync = {**BASE, "checkpoint_every": 2, "eval_every": 2}
-    stale = {**BASE, "mode": "async", "staleness": 2, "eval_every": 2}
-    jobs = [(sync, str(tmp_path / "sync")), (stale, str(tmp_path / "async"))]
+    jobs = [(FULL, str(tmp_path / "sync")), (STALE, str(tmp_path / "async"))]
     results = run_world(_one_party_jobs, 4, jobs, parties=["alice"] * 4)
-    for s in SERVERS:
-        mesh_table, gloo_table = _final(root / "a", 4, s), _final(tmp_path / "sync", 4, s)
-        for a, b in zip(_by_id(mesh_table), _by_id(gloo_table), strict=True):
-            assert torch.equal(a, b)
+    _assert_same_end(root / "a", tmp_path / "sync")
     for w in WORKERS:
-        mesh, gloo = _final(root / "a", 4, w)["model"], _final(tmp_path / "sync", 4, w)["model"]
-        assert all(torch.equal(mesh[k], gloo[k]) for k in mesh)
         assert [r["steps"] for r in results[w]] == [4, 4]
