@@ -92,14 +92,14 @@ def request_rows(
     rows = torch.empty((keys.keys.numel(), dim), dtype=torch.float32)
     works: list[Work] = []
     later: list[tuple[int, torch.Tensor]] = []
-    spans = keys.spans()
-    for s, (server, (lo, hi)) in enumerate(zip(servers, spans, strict=True)):
+    done = pushed.pull.keys.spans() if pushed is not None else []
+    for s, (server, (lo, hi)) in enumerate(zip(servers, keys.spans(), strict=True)):
         mine = keys.keys[lo:hi]
         if pushed is None:
             send_request(comm, server, Header(kind, step, hi - lo, flags), mine)
         else:
             assert kind == Kind.PULL
-            done_lo, done_hi = pushed.pull.keys.spans()[s]
+            done_lo, done_hi = done[s]
             header = Header(Kind.PUSH_PULL, pushed.step, done_hi - done_lo, flags, step, hi - lo)
             payload = push_pull_payload(mine, pushed.grads[done_lo:done_hi])
             send_request(comm, server, header, payload)

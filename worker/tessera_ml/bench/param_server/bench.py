@@ -239,6 +239,11 @@ def static_hash(params: dict[str, Any], table_bytes: int) -> dict[str, Any]:
     }
 
 
+def _resident_bytes(outcomes: list[RankOutcome]) -> int:
+    """Every byte the servers' tables hold at the end of a job."""
+    return sum(int(o.result["resident_bytes"]) for o in outcomes if o.role == "server")
+
+
 def _step_time(outcomes: list[RankOutcome], batch_size: int) -> float:
     """The training loop's wall time per step, slowest worker (as for the baseline)."""
     workers = [o.result for o in outcomes if o.role == "worker"]
@@ -253,8 +258,7 @@ def training(params: dict[str, Any]) -> dict[str, Any]:
         runs, baselines = [], []
         for r in range(params["repeats"]):
             runs.append(_job(params, steps=params["steps"], dedup=True, root=f"{root}/dedup{r}"))
-            resident = sum(o.result["resident_bytes"] for o in runs[0] if o.role == "server")
-            baselines.append(static_hash(params, resident))
+            baselines.append(static_hash(params, _resident_bytes(runs[0])))
     deduped = runs[0]
     servers = [o.result for o in deduped if o.role == "server"]
     workers = [o.result for o in deduped if o.role == "worker"]
@@ -279,7 +283,7 @@ def training(params: dict[str, Any]) -> dict[str, Any]:
         "exported_rows": sum(s["exported_rows"] for s in servers),
         "live_rows_per_server": [s["live_rows"] for s in servers],
         "exported_rows_per_server": [s["exported_rows"] for s in servers],
-        "table_resident_bytes": sum(s["resident_bytes"] for s in servers),
+        "table_resident_bytes": _resident_bytes(deduped),
         "samples_per_s": sum(w["samples_per_s"] for w in workers) / len(workers),
         "final_loss": lead["loss"],
     }
