@@ -20,6 +20,7 @@ from tessera_ml.comm.base import Communicator
 from tessera_ml.errors import CodedError
 from tessera_ml.worlds import RankOutcome, WorldJob, run_job, run_world
 from tests.ml.hier_sync.test_ring import run_collectives
+from tests.ml.hier_sync.test_shared_node import run_shared
 from tests.ml.worlds import world_parties
 
 STEPS = 50
@@ -37,6 +38,7 @@ ADAM = {**COMMON, "optimizer": "adam", "lr": 0.002}
 UNEVEN = {"slicing": "memory", "capacities": [0.7, 0.3]}
 SMALL_BUCKETS = {"bucket_bytes": 4096}
 INT8 = {"inter_node_compression": "int8", "compression_block": 64}
+RINGS = {"intra_node_transport": "ring"}
 # MLP 64 -> 48 -> 10: G bytes of parameters; SGD with momentum keeps G bytes of state. Every
 # device holds the parameters and a gradient buffer (2 G); device 1's budget leaves room for
 # 0.3 of the optimizer state, less than its equal share.
@@ -58,7 +60,12 @@ def jobs(root: Path) -> list[WorldJob]:
         WorldJob("hier_sync", BUDGETED, {**SGD, "slicing": "memory"}, "memory_budget"),
         job("ddp_sgd", "ddp", {**SGD, **ddp_only}),
         job("equal_sgd", "hier_sync", {**SGD, **SMALL_BUCKETS, "checkpoint_interval": 25}),
-        job("uneven_sgd", "hier_sync", {**SGD, **UNEVEN, "checkpoint_interval": STEPS}),
+        job("uneven_sgd", "hier_sync", {**SGD, **UNEVEN, **RINGS, "checkpoint_interval": STEPS}),
+        job(
+            "equal_sgd_rings",
+            "hier_sync",
+            {**SGD, **SMALL_BUCKETS, **RINGS, "checkpoint_interval": STEPS},
+        ),
         job(
             "resumed_sgd",
             "hier_sync",
@@ -100,11 +107,12 @@ def refused(comm: Communicator, job: WorldJob) -> tuple[str, str] | None:
     return None
 
 
-def _world_main(comm: Communicator, job_list: list[WorldJob]) -> dict[str, Any]:
+def _world_main(comm: Communicator, job_list: list[WorldJob], shared: str) -> dict[str, Any]:
     torch.set_num_threads(1)
     equal = WorldJob("hier_sync", BUDGETED, {**SGD, "slicing": "equal"}, "memory_equal")
     return {
         "ring": run_collectives(comm),
+        "shared": run_shared(comm, shared),
         "jobs": run_named(comm, job_list),
         "refused": refused(comm, equal),
     }
@@ -115,8 +123,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("hier_sync")
     job_list = jobs(root)
     parties = world_parties((j.algorithm, j.assignments, j.config) for j in job_list)
+    shared = str(tmp_path_factory.mktemp("shared_node"))
     per_rank: list[dict[str, Any]] = run_world(
-        _world_main, 4, job_list, timeout_s=400, parties=parties
+        _world_main, 4, job_list, shared, timeout_s=400, parties=parties
     )
     outcomes: dict[str, RankOutcome] = {
         f"{name}@{rank}": outcome
@@ -126,6 +135,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return {
         "root": root,
         "ring": [out["ring"] for out in per_rank],
+        "shared": [out["shared"] for out in per_rank],
         "jobs": outcomes,
         "refused": [out["refused"] for out in per_rank],
     }

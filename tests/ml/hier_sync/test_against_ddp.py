@@ -141,3 +141,19 @@ def test_resuming_an_int8_run_restores_its_residuals_and_continues_the_same_run(
         "slice"
     ]
     assert saved["residual"].abs().max() > 0
+
+
+@pytest.mark.slow
+def test_a_node_sharing_memory_trains_bit_for_bit_as_over_the_rings(runs: Runs) -> None:
+    root, outcomes = runs
+    for node in ([0, 1], [2, 3]):
+        shared = hier_params(_final(root, "equal_sgd"), node)
+        assert torch.equal(shared, hier_params(_final(root, "equal_sgd_rings"), node))
+    for rank in range(4):
+        shared_run = outcomes[f"equal_sgd@{rank}"].result
+        rings_run = outcomes[f"equal_sgd_rings@{rank}"].result
+        assert shared_run["intra_node_transport"] == "shared_memory"
+        assert rings_run["intra_node_transport"] == "ring"
+        # inside the node only set-up and one-byte barriers cross the links
+        shared_bytes = shared_run["bytes_sent.group.intra_node"]
+        assert 0 < shared_bytes < 0.01 * rings_run["bytes_sent.group.intra_node"]

@@ -27,7 +27,7 @@ def _node_ops(comm: Communicator) -> dict[str, Any]:
         out[f"{name}_reduced"] = grad[own].cpu().tolist()
         param = torch.full((bounds[-1],), -1.0, device=device)
         param[own] = float(comm.rank)
-        ops.all_gather(param, bounds)
+        ops.all_gather(param, [bounds])
         out[f"{name}_gathered"] = param.cpu().tolist()
     return out
 

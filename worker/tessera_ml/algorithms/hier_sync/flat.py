@@ -47,6 +47,17 @@ class FlatParams:
             offset += n
         self.buckets.append((bucket_start, offset))
 
+    def rebind(self, param: torch.Tensor, grad: torch.Tensor) -> None:
+        """Make ``param`` and ``grad`` (flat, same size and dtype) the buffers, as they are:
+        every parameter and its ``.grad`` become views into them."""
+        offset = 0
+        for p in self.params:
+            n = p.numel()
+            p.data = param[offset : offset + n].view_as(p)
+            p.grad = grad[offset : offset + n].view_as(p)
+            offset += n
+        self.param, self.grad = param, grad
+
     @property
     def numel(self) -> int:
         return self.param.numel()

@@ -1,9 +1,13 @@
-"""Reduce-scatter and all-gather inside a node: NCCL's own where sizes allow, else the rings.
+"""Reduce-scatter and all-gather inside a node: shared memory, NCCL's own, or the rings.
 
-NCCL's collectives take equal chunks only; a bucket whose pieces are all equal (equal slicing
-on an aligned bucket) uses them, any other bucket the p2p rings of ``ring.py``. Under gloo the
-rings always run (gloo's reduce-scatter moves twice the bytes). Bytes of NCCL collectives are
-accounted to the group ``intra_node.<node>`` with the ring formulas.
+- A node's CPU devices on one host (``share``, where the job's ``intra_node_transport`` is
+  ``auto``) share their buffers (``shared_node.py``): a reduce-scatter reads the device's own
+  piece from its peers, an all-gather is a barrier.
+- Under NCCL, a bucket whose pieces are all equal (equal slicing on an aligned bucket) uses
+  NCCL's collectives, which take equal chunks only; bytes are accounted to the group
+  ``intra_node.<node>`` with the ring formulas.
+- Any other bucket takes the p2p rings of ``ring.py`` (gloo's reduce-scatter moves twice the
+  bytes).
 """
 
 from __future__ import annotations
@@ -14,6 +18,8 @@ import torch
 import torch.distributed as dist
 
 from tessera_ml.algorithms.hier_sync import ring
+from tessera_ml.algorithms.hier_sync.flat import FlatParams
+from tessera_ml.algorithms.hier_sync.shared_node import SharedNode
 from tessera_ml.algorithms.hier_sync.topology import Topology
 from tessera_ml.comm.base import Communicator, Group
 
@@ -24,17 +30,35 @@ class NodeOps:
         self.ranks = topology.node_ranks(comm.rank)
         self.position = self.ranks.index(comm.rank)
         self.group: Group | None = None
+        self.shared: SharedNode | None = None
         if getattr(comm, "backend", "gloo") == "nccl" and len(self.ranks) > 1:
             for node, ranks in enumerate(topology.nodes):  # collective: every rank, every group
                 group = comm.new_group(ranks, f"intra_node.{node}")
                 if comm.rank in ranks:
                     self.group = group
 
+    def share(self, flat: FlatParams, pieces: Sequence[tuple[int, int]]) -> None:
+        """Move ``flat``'s buffers into memory the node's devices share, where they can (CPU
+        devices on one host, not under NCCL). Collective over the node; ``pieces`` are this
+        device's ranges of the parameters."""
+        if self.group is None and len(self.ranks) > 1 and flat.param.device.type == "cpu":
+            self.shared = SharedNode.connect(self.comm, self.ranks, flat, pieces)
+
+    @property
+    def transport(self) -> str:
+        """How the node's devices exchange: ``shared_memory``, ``nccl`` or ``ring``."""
+        if self.shared is not None:
+            return "shared_memory"
+        return "nccl" if self.group is not None else "ring"
+
     def _native(self, bounds: Sequence[int]) -> bool:
         sizes = {bounds[j + 1] - bounds[j] for j in range(len(bounds) - 1)}
         return self.group is not None and len(sizes) == 1 and 0 not in sizes
 
     def reduce_scatter(self, buffer: torch.Tensor, bounds: Sequence[int]) -> None:
+        if self.shared is not None:
+            self.shared.reduce_scatter(bounds)
+            return
         if not self._native(bounds):
             ring.reduce_scatter(self.comm, self.ranks, buffer, bounds)
             return
@@ -45,7 +69,15 @@ class NodeOps:
         buffer[start:end].copy_(out)
         self._account(bounds, buffer.element_size())
 
-    def all_gather(self, buffer: torch.Tensor, bounds: Sequence[int]) -> None:
+    def all_gather(self, buffer: torch.Tensor, buckets: Sequence[Sequence[int]]) -> None:
+        """Every bucket's pieces from their devices into ``buffer`` (the parameters)."""
+        if self.shared is not None:
+            self.shared.barrier()
+            return
+        for bounds in buckets:
+            self._all_gather_bucket(buffer, bounds)
+
+    def _all_gather_bucket(self, buffer: torch.Tensor, bounds: Sequence[int]) -> None:
         if not self._native(bounds):
             ring.all_gather(self.comm, self.ranks, buffer, bounds)
             return

@@ -44,6 +44,12 @@ class HierSyncConfig(TrainingConfig):
     overlap: bool = Field(
         default=True, description="Synchronise buckets while the backward pass still runs"
     )
+    intra_node_transport: Literal["auto", "ring"] = Field(
+        default="auto",
+        description="How a node's devices exchange: 'auto' shares memory between the CPU "
+        "devices of a node on one host (else NCCL or the rings); 'ring' always sends over the "
+        "communicator",
+    )
     inter_node_compression: Literal["none", "int8", "int4"] = Field(
         default="none",
         description="Quantise the all-reduce between nodes (blockwise, with error feedback); "

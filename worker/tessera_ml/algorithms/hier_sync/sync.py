@@ -3,13 +3,15 @@
 Per step (``begin_step`` .. backward .. ``finish_gradients`` .. ``apply``):
 
 1. as each bucket's gradients are ready, an *intra* thread reduce-scatters the bucket among
-   the node's devices (piece ``d`` of the bucket ends summed at device ``d``), and hands it to
+   the node's devices (piece ``d`` of the bucket ends summed at device ``d``; over shared
+   memory where the devices can share it, ``node_ops.py``), and hands it to
 2. an *inter* thread, which all-reduces that piece with the devices of the same number in the
    other nodes (in full precision, or quantised with error feedback: ``compressed``) and
    divides by the world size: the device now holds the global mean gradient of its slice only;
 3. the optimizer, built over the device's pieces only, updates the slice's parameters (its
    state exists only for the slice);
-4. the node's devices all-gather the updated pieces, rebuilding the full parameters.
+4. the node's devices all-gather the updated pieces, rebuilding the full parameters (over
+   shared memory the node's devices update one parameter buffer, and wait for each other).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -45,6 +47,7 @@ class HierSync:
         align: int = 16,
         overlap: bool = True,
         compression: Codec | None = None,
+        intra_node_transport: Literal["auto", "ring"] = "auto",
     ) -> None:
         self.comm = comm
         self.flat = flat
@@ -53,9 +56,11 @@ class HierSync:
         self.number = topology.locate(comm.rank)[1]
         self.world_size = topology.world_size
         self.align = align
-        self.node_ops = NodeOps(comm, topology)
         self.bounds = [piece_bounds(s, e, fractions, align) for s, e in flat.buckets]
         self.pieces = [(b[self.number], b[self.number + 1]) for b in self.bounds]
+        self.node_ops = NodeOps(comm, topology)
+        if intra_node_transport == "auto":
+            self.node_ops.share(flat, self.pieces)
         self.views: list[torch.Tensor] = []
         for start, end in self.pieces:
             view = flat.param.detach()[start:end]
@@ -157,8 +162,7 @@ class HierSync:
 
     def assemble(self) -> None:
         """All-gather every device's parameter pieces within the node."""
-        for bounds in self.bounds:
-            self.node_ops.all_gather(self.flat.param, bounds)
+        self.node_ops.all_gather(self.flat.param, self.bounds)
 
     # checkpoints -------------------------------------------------------------------------
 

@@ -60,6 +60,7 @@ class Trainer:
             align=self.config.align_elements,
             overlap=self.config.overlap,
             compression=codec_of(self.config),
+            intra_node_transport=self.config.intra_node_transport,
         )
         self.inter_node_reported = (0, 0.0)
         """(step, cumulative inter-node bytes) at the last report."""
@@ -175,6 +176,7 @@ def run(ctx: RankContext) -> dict[str, Any]:
         "stopped": stopped,
         "node": trainer.topology.locate(ctx.rank)[0],
         "device_number": trainer.sync.number,
+        "intra_node_transport": trainer.sync.node_ops.transport,
         "slice_fractions": trainer.sync.slice_fractions(),
         "capacity_fractions": trainer.capacity_fractions,
         "state_bytes": trainer.sync.state_bytes(),

@@ -72,6 +72,7 @@ SETTABLE = (
     "repeats",
     "inter_node_compression",
     "compression_block",
+    "intra_node_transport",
     "converge_steps",
     "parts",
 )
@@ -324,6 +325,7 @@ def bench(args: BenchArgs) -> BenchReport:
         "optimizer": extra.get("optimizer", "adam"),
         "lr": 0.001,
         "bucket_bytes": int(extra.get("bucket_bytes", 4 << 20)),
+        "intra_node_transport": extra.get("intra_node_transport", "auto"),
         "log_interval": 1,
     }
     limit = cpu_limit_kind()

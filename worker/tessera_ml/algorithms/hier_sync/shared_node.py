@@ -1,0 +1,195 @@
+"""A node's CPU devices on one host: the phases inside the node through shared memory.
+
+Each device's gradient buffer lives in a shared-memory file that the node's other devices map,
+and the node's devices share one parameter buffer. A reduce-scatter is then a barrier and a
+sum of the device's own piece read from its peers' buffers, and an all-gather is a barrier:
+every device updates its piece of the one parameter buffer in place. A device reads and writes
+only its own piece, so what it does shrinks with its slice, where the rings over the network
+send and receive the whole bucket whatever the slice.
+
+Set-up runs over the node's own point-to-point links (the names never leave the node): every
+device creates a file under ``directory`` with a random name, device 0 also the parameter file;
+the names go to device 0 and back to all; each device maps its peers' files; the node uses
+shared memory only if every device could map every file, else it keeps the rings (devices on
+different hosts see no common files). The files are removed once mapped, so nothing stays
+behind the job.
+
+Barriers are empty messages to every other device of the node over the communicator, so a
+peer that fails makes the others fail rather than wait.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import re
+import secrets
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from tessera_ml.algorithms.hier_sync.flat import FlatParams
+from tessera_ml.comm.base import Communicator, Work
+
+SHARED_MEMORY = Path("/dev/shm")
+_NAME = re.compile(r"tessera-hier-[0-9a-f]{32}")
+
+
+class SharedNode:
+    """The node's devices' gradient buffers and their common parameter buffer, mapped."""
+
+    def __init__(self, comm: Communicator, ranks: Sequence[int], grads: list[torch.Tensor]) -> None:
+        self.comm = comm
+        self.ranks = list(ranks)
+        self.position = self.ranks.index(comm.rank)
+        self.grads = grads
+        """Every device's gradient buffer, by device number (this device's among them)."""
+        self._token = torch.zeros(1, dtype=torch.uint8)
+        self._tokens = [torch.zeros(1, dtype=torch.uint8) for _ in self.ranks]
+
+    @classmethod
+    def connect(
+        cls,
+        comm: Communicator,
+        ranks: Sequence[int],
+        flat: FlatParams,
+        pieces: Sequence[tuple[int, int]],
+        directory: Path = SHARED_MEMORY,
+    ) -> SharedNode | None:
+        """Move ``flat``'s buffers into shared memory; ``None`` (buffers untouched) where the
+        node's devices cannot all map each other's files. Collective over ``ranks``.
+
+        ``pieces`` are this device's ranges of the parameters: the values it brings to the
+        common parameter buffer (each device brings its own, as an all-gather would).
+        """
+        position = list(ranks).index(comm.rank)
+        nbytes = flat.nbytes
+        own = _create(directory, nbytes)
+        param = _create(directory, nbytes) if position == 0 else None
+        names = _share_names(comm, ranks, own, param)
+        mapped: list[mmap.mmap] | None = None
+        if names is not None:
+            grad_names, param_name = names
+            mapped = _map_all(directory, [*grad_names, param_name], nbytes)
+        agreed = _agree(comm, ranks, mapped is not None)
+        for created in (own, param):
+            if created is not None:
+                (directory / created).unlink(missing_ok=True)
+        if not agreed or mapped is None:
+            return None
+        tensors = [torch.frombuffer(m, dtype=flat.param.dtype, count=flat.numel) for m in mapped]
+        shared_param = tensors[-1]
+        with torch.no_grad():
+            for start, end in pieces:
+                shared_param[start:end].copy_(flat.param[start:end])
+        flat.rebind(shared_param, tensors[position])
+        return cls(comm, ranks, tensors[:-1])
+
+    def reduce_scatter(self, bounds: Sequence[int]) -> None:
+        """Once every device's bucket is ready: this device's piece summed over the node, in
+        the ring's order (bit for bit the sum ``ring.reduce_scatter`` makes)."""
+        self.barrier()
+        n = len(self.ranks)
+        p = self.position
+        start, end = bounds[p], bounds[p + 1]
+        if end == start:
+            return
+        own = self.grads[p][start:end]
+        others = [self.grads[(p + j) % n][start:end] for j in range(1, n)]
+        if n == 2:
+            own.add_(others[0])
+            return
+        partial = others[0].clone()
+        for other in others[1:]:
+            partial.add_(other)
+        own.add_(partial)
+
+    def barrier(self) -> None:
+        """Wait until every device of the node has reached the same barrier."""
+        works: list[Work] = []
+        for q, rank in enumerate(self.ranks):
+            if q != self.position:
+                works.append(self.comm.irecv(self._tokens[q], rank))
+        for q, rank in enumerate(self.ranks):
+            if q != self.position:
+                works.append(self.comm.isend(self._token, rank))
+        for work in works:
+            work.wait()
+
+
+def _create(directory: Path, nbytes: int) -> str | None:
+    """The name of a new zero-filled file of ``nbytes`` under ``directory``; ``None`` if the
+    directory cannot hold one."""
+    name = f"tessera-hier-{secrets.token_hex(16)}"
+    try:
+        fd = os.open(directory / name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+    except OSError:
+        return None
+    try:
+        os.ftruncate(fd, nbytes)
+        return name
+    except OSError:
+        (directory / name).unlink(missing_ok=True)
+        return None
+    finally:
+        os.close(fd)
+
+
+def _map_all(directory: Path, names: Sequence[str], nbytes: int) -> list[mmap.mmap] | None:
+    mapped: list[mmap.mmap] = []
+    for name in names:
+        try:
+            fd = os.open(directory / name, os.O_RDWR)
+        except OSError:
+            return None
+        try:
+            if os.fstat(fd).st_size != nbytes:
+                return None
+            mapped.append(mmap.mmap(fd, nbytes))
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
+    return mapped
+
+
+def _share_names(
+    comm: Communicator,
+    ranks: Sequence[int],
+    own: str | None,
+    param: str | None,
+) -> tuple[list[str], str] | None:
+    """Every device's file name and the parameter file's, as device 0 collected them."""
+    leader = ranks[0]
+    if comm.rank == leader:
+        collected = [own, *(comm.recv_data(r) for r in ranks[1:])]
+        names = [n for n in collected if isinstance(n, str) and _NAME.fullmatch(n)]
+        complete = len(names) == len(ranks) and param is not None
+        answer = {"grads": names, "param": param} if complete else None
+        for rank in ranks[1:]:
+            comm.send_data(answer, rank)
+    else:
+        comm.send_data(own, leader)
+        answer = comm.recv_data(leader)
+    if not isinstance(answer, dict):
+        return None
+    grads, param_name = answer.get("grads"), answer.get("param")
+    if not isinstance(grads, list) or len(grads) != len(ranks) or not isinstance(param_name, str):
+        return None
+    if not all(isinstance(n, str) and _NAME.fullmatch(n) for n in [*grads, param_name]):
+        return None
+    return [str(n) for n in grads], param_name
+
+
+def _agree(comm: Communicator, ranks: Sequence[int], ok: bool) -> bool:
+    """True only if every device of the node says ``ok``; the same answer at every device."""
+    leader = ranks[0]
+    if comm.rank == leader:
+        answers = [comm.recv_data(r) for r in ranks[1:]]
+        verdict = ok and all(answer is True for answer in answers)
+        for rank in ranks[1:]:
+            comm.send_data(verdict, rank)
+        return verdict
+    comm.send_data(ok, leader)
+    return comm.recv_data(leader) is True
