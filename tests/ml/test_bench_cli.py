@@ -61,16 +61,26 @@ def test_hier_sync_bench_runs_only_the_parts_named(
     assert main(["hier_sync", "--set", "parts=speedy"]) == 2
     assert "parts must name some of agreement, speed, proportional" in capsys.readouterr().err
     out = tmp_path / "hier_sync.json"
-    settings = ["parts=proportional", "hidden=64,64", "steps=4", "repeats=1", "slow_mode=pace"]
+    settings = [
+        "parts=proportional",
+        "hidden=64,64",
+        "steps=4",
+        "repeats=1",
+        "slow_mode=pace",
+        "proportional_devices=3",
+    ]
     sets = [a for s in settings for a in ("--set", s)]
     code = main(["hier_sync", "--quick", *sets, "--json", str(out)])
     assert code == 0
     document = json.loads(out.read_text())
     assert document["params"]["parts"] == ["proportional"]
     results = document["results"]
-    # capacities 2:1 give each node's slow device a third of the parameters
-    assert results["capacity_fractions"] == pytest.approx([2 / 3, 1 / 3] * 2)
-    assert results["slice_fractions"] == pytest.approx([2 / 3, 1 / 3] * 2, abs=0.01)
+    # capacities 2:2:1 give each node's slow device a fifth of the parameters (a third equally)
+    assert results["capacity_fractions"] == pytest.approx([0.4, 0.4, 0.2] * 2)
+    assert results["slice_fractions"] == pytest.approx([0.4, 0.4, 0.2] * 2, abs=0.01)
+    assert results["slow_device_slice_ratio"] == pytest.approx(0.6, abs=0.03)
+    assert results["pace_per_device"] == [1.0, 1.0, 0.5] * 2
+    assert results["intra_node_transport"] == ["shared_memory"]
     assert results["slow_device_sharded_phase_s_equal"] > 0
     # neither the agreement nor the speed part ran
     assert "torch_ddp_step_time_s" not in results

@@ -57,8 +57,6 @@ NODES: list[dict[str, Any]] = [
     {"party": PARTY, "role": "node", "processes": 4, "options": NODE_OPTIONS}
 ]
 TRAINERS = [{"party": PARTY, "role": "trainer", "processes": 4}]
-WIRING = [PARTY] * 4
-SLOW_RANKS = (1, 3)
 SETTABLE = (
     "steps",
     "batch_size",
@@ -73,10 +71,13 @@ SETTABLE = (
     "inter_node_compression",
     "compression_block",
     "intra_node_transport",
+    "proportional_devices",
     "converge_steps",
     "parts",
 )
 PARTS = ("agreement", "speed", "proportional")
+HIER_SYNC_ONLY = ("bucket_bytes", "intra_node_transport")
+"""Settings the platform's ``ddp`` does not take."""
 SLOW_MODES = ("cpu_limit", "pace", "threads")
 AGREEMENT_STEPS = 50
 BASELINES = ("torch_ddp", "fsdp_hybrid")
@@ -88,14 +89,14 @@ def _hidden(raw: str) -> list[int]:
     return [int(h) for h in raw.split(",") if h]
 
 
-def _world(jobs: Sequence[WorldJob | TorchJob], **kwargs: Any) -> Outcomes:
+def _world(jobs: Sequence[WorldJob | TorchJob], ranks: int = 4, **kwargs: Any) -> Outcomes:
     groups = kwargs.pop("cpu_groups", None)
     outcomes: Outcomes = run_world(
         run_measured,
-        4,
+        ranks,
         list(jobs),
         groups,
-        parties=WIRING,
+        parties=[PARTY] * ranks,
         env=MALLOC_ENV,
         timeout_s=900,
         **kwargs,
@@ -178,7 +179,8 @@ def speed(
     bytes. With ``compression``, the headline ``hier_sync`` row quantises its inter-node
     all-reduce and the full-precision run becomes the ``uncompressed_`` row (with int8, an
     ``int4_`` row as well)."""
-    ddp_config = {k: v for k, v in config.items() if k != "bucket_bytes"} | {"eval_interval": 0}
+    ddp_config = {k: v for k, v in config.items() if k not in HIER_SYNC_ONLY}
+    ddp_config["eval_interval"] = 0
     jobs: list[WorldJob | TorchJob] = [
         TorchJob("torch_ddp", NODES, config, "torch_ddp"),
         TorchJob("fsdp_hybrid", NODES, config, "fsdp_hybrid"),
@@ -247,24 +249,40 @@ def speed(
 
 
 def proportional(
-    config: dict[str, Any], slowdown: float, mode: str, warmup: int, repeats: int, share: float
+    config: dict[str, Any],
+    slowdown: float,
+    mode: str,
+    warmup: int,
+    repeats: int,
+    share: float,
+    devices: int = 2,
 ) -> dict[str, Any]:
-    """Device 1 of each node is ``slowdown`` times slower and reports proportionally less
-    capacity; ``memory_and_compute`` slices against ``equal`` slices.
+    """The last device of each of two nodes of ``devices`` is ``slowdown`` times slower and
+    reports proportionally less capacity; ``memory_and_compute`` slices against ``equal``
+    slices.
 
     ``mode`` ``cpu_limit``: each rank gets its own CFS bandwidth limit, ``share`` of a core for
-    device 0 and ``share / slowdown`` for device 1 (``cpu_limit.py``); ``pace``: the harness
-    stretches device 1's work (``BenchHarness.speed``); ``threads``: the fast devices get
-    ``slowdown`` threads (needs a core per thread to mean anything). Every rank has one thread
-    otherwise. Equal and proportional runs alternate ``repeats`` times on one world, so a change
-    of the machine's load during the measurement falls on both.
+    the fast devices and ``share / slowdown`` for the slow one (``cpu_limit.py``); ``pace``: the
+    harness stretches the slow device's work (``BenchHarness.speed``); ``threads``: the fast
+    devices get ``slowdown`` threads (needs a core per thread to mean anything). Every rank has
+    one thread otherwise. Equal and proportional runs alternate ``repeats`` times on one world,
+    so a change of the machine's load during the measurement falls on both.
     """
-    compute = [slowdown, 1.0] * 2
-    threads = [int(slowdown), 1, int(slowdown), 1] if mode == "threads" else [1, 1, 1, 1]
-    harnesses = paced((1.0, 1.0 / slowdown) * 2) if mode == "pace" else None
-    shares = [share, share / slowdown] * 2
+    compute = ([slowdown] * (devices - 1) + [1.0]) * 2
+    speeds = tuple(c / slowdown for c in compute)
+    slow_ranks = (devices - 1, 2 * devices - 1)
+    fast_ranks = tuple(r for r in range(2 * devices) if r not in slow_ranks)
+    threads = [int(c) for c in compute] if mode == "threads" else [1] * (2 * devices)
+    harnesses = paced(speeds) if mode == "pace" else None
+    shares = [share * speed for speed in speeds]
     nodes = [
-        {**n, "capacity": compute, "options": {**NODE_OPTIONS, "compute": compute}} for n in NODES
+        {
+            "party": PARTY,
+            "role": "node",
+            "processes": 2 * devices,
+            "capacity": compute,
+            "options": {"devices_per_node": devices, "compute": compute},
+        }
     ]
     sized_config = {**config, "slicing": "memory_and_compute"}
     jobs: list[WorldJob | TorchJob] = []
@@ -276,15 +294,16 @@ def proportional(
     with cpu_groups(shares if mode == "cpu_limit" else []) as groups:
         if mode == "cpu_limit" and groups is None:
             raise RuntimeError("slow_mode cpu_limit: this machine lets no CPU limit be set")
-        outcomes = _world(jobs, threads=threads, cpu_groups=groups or None)
+        outcomes = _world(jobs, 2 * devices, threads=threads, cpu_groups=groups or None)
     equal = [f"equal-{i}" for i in range(repeats)]
     sized = [f"sized-{i}" for i in range(repeats)]
-    equal_time = _slowest(outcomes, equal, "step_time_s", warmup, range(4))
-    sized_time = _slowest(outcomes, sized, "step_time_s", warmup, range(4))
+    everyone = range(2 * devices)
+    equal_time = _slowest(outcomes, equal, "step_time_s", warmup, everyone)
+    sized_time = _slowest(outcomes, sized, "step_time_s", warmup, everyone)
     phases = {
-        (name, devices): _slowest(outcomes, jobs_, "sharded_phase_s", warmup, ranks)
+        (name, kind): _slowest(outcomes, jobs_, "sharded_phase_s", warmup, ranks)
         for name, jobs_ in (("equal", equal), ("sized", sized))
-        for devices, ranks in (("slow", SLOW_RANKS), ("fast", (0, 2)))
+        for kind, ranks in (("slow", slow_ranks), ("fast", fast_ranks))
     }
     results = [o["sized-0"].result for o in outcomes]
     return {
@@ -295,14 +314,16 @@ def proportional(
         "slow_device_sharded_phase_s_proportional": phases[("sized", "slow")],
         "slow_device_sharded_phase_ratio": phases[("sized", "slow")] / phases[("equal", "slow")],
         "fast_device_sharded_phase_ratio": phases[("sized", "fast")] / phases[("equal", "fast")],
+        "slow_device_slice_ratio": devices * results[slow_ranks[0]]["slice_fractions"][-1],
         "capacity_fractions": [r["capacity_fractions"][r["device_number"]] for r in results],
         "slice_fractions": [r["slice_fractions"][r["device_number"]] for r in results],
+        "intra_node_transport": sorted({str(r["intra_node_transport"]) for r in results}),
         "proportional_optimizer_state_bytes_per_device": [
             int(r["optimizer_state_bytes"]) for r in results
         ],
         "threads_per_device": threads,
         "cpu_share_per_device": shares if mode == "cpu_limit" else None,
-        "pace_per_device": [1.0, 1.0 / slowdown] * 2 if mode == "pace" else [1.0] * 4,
+        "pace_per_device": list(speeds) if mode == "pace" else [1.0] * (2 * devices),
     }
 
 
@@ -375,6 +396,9 @@ def bench(args: BenchArgs) -> BenchReport:
     params["proportional_repeats"] = repeats
     params["slowdown"] = float(extra.get("slowdown", 2))
     params["core_share"] = float(extra.get("core_share", 0.5))
+    params["proportional_devices"] = int(extra.get("proportional_devices", 2))
+    if params["proportional_devices"] < 2:
+        raise ValueError("proportional_devices must be at least 2 (devices per node)")
     params["slow_mode"] = extra.get("slow_mode", "cpu_limit" if limit else "pace")
     if params["slow_mode"] not in SLOW_MODES:
         raise ValueError(f"slow_mode must be one of {SLOW_MODES}, not {params['slow_mode']!r}")
@@ -387,6 +411,7 @@ def bench(args: BenchArgs) -> BenchReport:
                 warmup,
                 repeats,
                 params["core_share"],
+                params["proportional_devices"],
             )
         )
         results["slice_vs_capacity_fraction"] = [
