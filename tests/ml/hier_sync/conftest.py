@@ -60,7 +60,8 @@ def jobs(root: Path) -> list[WorldJob]:
         WorldJob("hier_sync", BUDGETED, {**SGD, "slicing": "memory"}, "memory_budget"),
         job("ddp_sgd", "ddp", {**SGD, **ddp_only}),
         job("equal_sgd", "hier_sync", {**SGD, **SMALL_BUCKETS, "checkpoint_interval": 25}),
-        job("uneven_sgd", "hier_sync", {**SGD, **UNEVEN, **RINGS, "checkpoint_interval": STEPS}),
+        job("uneven_sgd", "hier_sync", {**SGD, **UNEVEN, "checkpoint_interval": STEPS}),
+        job("uneven_sgd_rings", "hier_sync", {**SGD, **UNEVEN, **RINGS}),
         job(
             "equal_sgd_rings",
             "hier_sync",

@@ -93,7 +93,7 @@ def test_a_device_below_its_equal_share_trains_with_memory_slices_and_is_refused
 def test_bytes_per_link_match_the_formulas(runs: Runs) -> None:
     _, outcomes = runs
     for rank in range(4):
-        result = outcomes[f"uneven_sgd@{rank}"].result
+        result = outcomes[f"uneven_sgd_rings@{rank}"].result
         grad_bytes = result["numel"] * 4
         fractions = result["slice_fractions"]
         own = fractions[rank % 2] * grad_bytes
@@ -105,7 +105,7 @@ def test_bytes_per_link_match_the_formulas(runs: Runs) -> None:
         # hands its initial slice to node 1
         inter = STEPS * own + (own if rank < 2 else 0)
         assert result["bytes_sent.group.inter_node"] == pytest.approx(inter, abs=64)
-        losses = [v for _, v in outcomes[f"uneven_sgd@{rank}"].series("loss")]
+        losses = [v for _, v in outcomes[f"uneven_sgd_rings@{rank}"].series("loss")]
         assert len(losses) == STEPS
         assert sum(losses[-5:]) < 0.5 * sum(losses[:5])
 

@@ -4,7 +4,10 @@ one node of four devices on this host, against the rings on the same data."""
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -103,3 +106,27 @@ def test_devices_that_see_no_common_files_keep_their_own_buffers(
     for out in world["shared"]:
         assert out["alone"]
         assert out["apart_untouched"]
+
+
+def test_a_directory_without_room_for_a_buffer_refuses_it_up_front(tmp_path: Path) -> None:
+    # a process that may not write files over 1 MiB stands for a full /dev/shm: the space is
+    # reserved when the file is made, so the node keeps its rings instead of dying on a page
+    script = textwrap.dedent(
+        """
+        import resource, signal, sys
+        from pathlib import Path
+        from tessera_ml.algorithms.hier_sync.shared_node import _create
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, 1 << 20))
+        print(_create(Path(sys.argv[1]), 4 << 20), _create(Path(sys.argv[1]), 1 << 19))
+        """
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path)], capture_output=True, text=True, check=True
+    )
+    too_big, fits = run.stdout.split()
+    assert too_big == "None"
+    assert [p.name for p in tmp_path.iterdir()] == [fits]
+    made = (tmp_path / fits).stat()
+    assert made.st_size == 1 << 19
+    assert made.st_blocks * 512 >= 1 << 19  # its pages are taken now, not on first touch

@@ -11,8 +11,8 @@ Set-up runs over the node's own point-to-point links (the names never leave the 
 device creates a file under ``directory`` with a random name, device 0 also the parameter file;
 the names go to device 0 and back to all; each device maps its peers' files; the node uses
 shared memory only if every device could map every file, else it keeps the rings (devices on
-different hosts see no common files). The files are removed once mapped, so nothing stays
-behind the job.
+different hosts see no common files, and a full ``/dev/shm`` refuses the space up front). The
+files are removed once mapped, or when set-up fails, so nothing stays behind the job.
 
 Barriers are empty messages to every other device of the node over the communicator, so a
 peer that fails makes the others fail rather than wait.
@@ -24,6 +24,7 @@ import mmap
 import os
 import re
 import secrets
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -67,15 +68,17 @@ class SharedNode:
         nbytes = flat.nbytes
         own = _create(directory, nbytes)
         param = _create(directory, nbytes) if position == 0 else None
-        names = _share_names(comm, ranks, own, param)
-        mapped: list[mmap.mmap] | None = None
-        if names is not None:
-            grad_names, param_name = names
-            mapped = _map_all(directory, [*grad_names, param_name], nbytes)
-        agreed = _agree(comm, ranks, mapped is not None)
-        for created in (own, param):
-            if created is not None:
-                (directory / created).unlink(missing_ok=True)
+        try:
+            names = _share_names(comm, ranks, own, param)
+            mapped: list[mmap.mmap] | None = None
+            if names is not None:
+                grad_names, param_name = names
+                mapped = _map_all(directory, [*grad_names, param_name], nbytes)
+            agreed = _agree(comm, ranks, mapped is not None)
+        finally:
+            for created in (own, param):
+                if created is not None:
+                    (directory / created).unlink(missing_ok=True)
         if not agreed or mapped is None:
             return None
         tensors = [torch.frombuffer(m, dtype=flat.param.dtype, count=flat.numel) for m in mapped]
@@ -119,15 +122,19 @@ class SharedNode:
 
 
 def _create(directory: Path, nbytes: int) -> str | None:
-    """The name of a new zero-filled file of ``nbytes`` under ``directory``; ``None`` if the
-    directory cannot hold one."""
+    """The name of a new zero-filled file of ``nbytes`` under ``directory``, its space
+    reserved; ``None`` if the directory cannot hold one.
+
+    Reserving matters on tmpfs: a file that is only truncated to size takes its pages when
+    first touched, and a page that does not fit then kills the process (SIGBUS) instead of
+    letting the node keep its rings."""
     name = f"tessera-hier-{secrets.token_hex(16)}"
     try:
         fd = os.open(directory / name, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError:
         return None
     try:
-        os.ftruncate(fd, nbytes)
+        os.posix_fallocate(fd, 0, nbytes)
         return name
     except OSError:
         (directory / name).unlink(missing_ok=True)
@@ -140,11 +147,14 @@ def _map_all(directory: Path, names: Sequence[str], nbytes: int) -> list[mmap.mm
     mapped: list[mmap.mmap] = []
     for name in names:
         try:
-            fd = os.open(directory / name, os.O_RDWR)
+            fd = os.open(directory / name, os.O_RDWR | os.O_NOFOLLOW)
         except OSError:
             return None
         try:
-            if os.fstat(fd).st_size != nbytes:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+                return None
+            if info.st_size != nbytes:
                 return None
             mapped.append(mmap.mmap(fd, nbytes))
         except OSError:
