@@ -25,8 +25,9 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -98,15 +99,11 @@ class SharedNode:
         start, end = bounds[p], bounds[p + 1]
         if end == start:
             return
-        own = self.grads[p][start:end]
         others = [self.grads[(p + j) % n][start:end] for j in range(1, n)]
-        if n == 2:
-            own.add_(others[0])
-            return
-        partial = others[0].clone()
+        partial = others[0] if n == 2 else others[0].clone()
         for other in others[1:]:
             partial.add_(other)
-        own.add_(partial)
+        self.grads[p][start:end].add_(partial)
 
     def barrier(self) -> None:
         """Wait until every device of the node has reached the same barrier."""
@@ -171,17 +168,13 @@ def _share_names(
     param: str | None,
 ) -> tuple[list[str], str] | None:
     """Every device's file name and the parameter file's, as device 0 collected them."""
-    leader = ranks[0]
-    if comm.rank == leader:
-        collected = [own, *(comm.recv_data(r) for r in ranks[1:])]
+
+    def listing(collected: list[Any]) -> dict[str, Any] | None:
         names = [n for n in collected if isinstance(n, str) and _NAME.fullmatch(n)]
         complete = len(names) == len(ranks) and param is not None
-        answer = {"grads": names, "param": param} if complete else None
-        for rank in ranks[1:]:
-            comm.send_data(answer, rank)
-    else:
-        comm.send_data(own, leader)
-        answer = comm.recv_data(leader)
+        return {"grads": names, "param": param} if complete else None
+
+    answer = _settle(comm, ranks, own, listing)
     if not isinstance(answer, dict):
         return None
     grads, param_name = answer.get("grads"), answer.get("param")
@@ -194,12 +187,19 @@ def _share_names(
 
 def _agree(comm: Communicator, ranks: Sequence[int], ok: bool) -> bool:
     """True only if every device of the node says ``ok``; the same answer at every device."""
+    return _settle(comm, ranks, ok, lambda oks: all(o is True for o in oks)) is True
+
+
+def _settle(
+    comm: Communicator, ranks: Sequence[int], mine: Any, decide: Callable[[list[Any]], Any]
+) -> Any:
+    """Device 0 collects every device's ``mine`` (plain data, in device order), ``decide``s,
+    and hands every device the decision, which each returns."""
     leader = ranks[0]
     if comm.rank == leader:
-        answers = [comm.recv_data(r) for r in ranks[1:]]
-        verdict = ok and all(answer is True for answer in answers)
+        decision = decide([mine, *(comm.recv_data(r) for r in ranks[1:])])
         for rank in ranks[1:]:
-            comm.send_data(verdict, rank)
-        return verdict
-    comm.send_data(ok, leader)
-    return comm.recv_data(leader) is True
+            comm.send_data(decision, rank)
+        return decision
+    comm.send_data(mine, leader)
+    return comm.recv_data(leader)
