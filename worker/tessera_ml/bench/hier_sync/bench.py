@@ -346,9 +346,10 @@ def bench(args: BenchArgs) -> BenchReport:
         "optimizer": extra.get("optimizer", "adam"),
         "lr": 0.001,
         "bucket_bytes": int(extra.get("bucket_bytes", 4 << 20)),
-        "intra_node_transport": extra.get("intra_node_transport", "auto"),
         "log_interval": 1,
     }
+    if "intra_node_transport" in extra:  # else the job's own default
+        config["intra_node_transport"] = extra["intra_node_transport"]
     limit = cpu_limit_kind()
     params: dict[str, Any] = {
         **config,
