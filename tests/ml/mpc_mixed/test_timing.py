@@ -1,5 +1,6 @@
 """The timing tool runs the real protocol over the direct link and splits a step's CPU time."""
 
+import pytest
 import torch
 
 from tessera_ml.algorithms.mpc_mixed.request import Kind, Request
@@ -14,14 +15,33 @@ def test_replayed_material_recombines_across_the_two_parties() -> None:
     assert not torch.equal(a0, a0 + a1)  # party 0's share is not the value itself
 
 
-def test_a_timed_step_takes_the_protocols_rounds_and_splits_its_cpu_time() -> None:
-    timings = time_modes(steps=2, batch=16, hidden=8)
+@pytest.mark.parametrize(
+    ("comparisons", "truncations"),
+    [
+        ({"mixed": "tree", "all64": "tree"}, {"mixed": "masked", "all64": "local"}),
+        ({"mixed": "tree", "all64": "fan_in"}, {"mixed": "local", "all64": "local"}),
+    ],
+    ids=["defaults", "mixed-local-tree-against-all64-local-fan-in"],
+)
+def test_a_timed_step_takes_the_protocols_rounds_and_splits_its_cpu_time(
+    comparisons: dict[str, str], truncations: dict[str, str]
+) -> None:
+    timings = time_modes(
+        steps=2,
+        batch=16,
+        hidden=8,
+        comparison=comparisons["mixed"],
+        all64_truncation=truncations["all64"],
+        mixed_truncation=truncations["mixed"],
+        all64_comparison=comparisons["all64"],
+    )
     assert set(timings) == set(MODES)
     for mode in MODES:
         t = timings[mode]
-        # one exchange per round of the same step run in process (all64 truncating locally)
-        truncation = "local" if mode == "all64" else "masked"
-        same = one_step(mode, hidden=8, batch=16, truncation=truncation)
+        # one exchange per round of the same step run in process, in the same configuration
+        same = one_step(
+            mode, hidden=8, batch=16, comparison=comparisons[mode], truncation=truncations[mode]
+        )
         assert t.calls[EXCHANGE] == sum(same.rounds.values())
         assert t.step_wall_s > 0 and t.step_cpu_s > 0
         assert sum(t.cpu_s.values()) <= t.step_cpu_s * 1.05

@@ -1,13 +1,16 @@
 """Where a training step's CPU time goes, protocol by protocol, in ``mixed`` and ``all64``.
 
 ``python -m tessera_ml.bench.mpc_mixed.timing [--steps 40] [--batch 128] [--hidden 64]
-[--spin-us 300] [--comparison tree|fan_in] [--all64-truncation local|masked]`` runs the two
+[--spin-us 300] [--comparison tree|fan_in] [--all64-comparison tree|fan_in]
+[--mixed-truncation masked|local] [--all64-truncation local|masked]`` runs the two
 compute parties of the digits MLP with batch norm as two processes joined by the direct link
 (``pair_link.open_link``), as a job does, but without the dealer, features and labels ranks: both
 processes draw every step's material from one seed before the step, so no step waits for
 material, and nothing here is secret (a timing tool, not a protocol). The two modes take turns
 step by step in the same processes, so a change in the machine's load reaches both alike.
-``all64`` truncates locally unless told otherwise.
+``all64`` truncates locally and ``mixed`` masks its truncations unless told otherwise; both use
+``--comparison`` unless ``--all64-comparison`` names another for ``all64`` (the benchmark's
+candidates, e.g. ``mixed_local_tree`` against ``all64_local_fan_in``).
 
 For each mode it prints the median step (wall and CPU time of the slower party), how many times
 that party slept in ``poll`` waiting for the other (``--spin-us`` sets how long the link retries
@@ -158,8 +161,8 @@ def _party(
     batch: int,
     hidden: int,
     spin_s: float,
-    comparison: str,
-    all64_truncation: str,
+    comparisons: dict[str, str],
+    truncations: dict[str, str],
 ) -> dict[str, StepTimes]:
     index = comm.rank
     peer, fell_back = open_link(comm, index, 1 - index, "direct", spin_s=spin_s)
@@ -174,8 +177,7 @@ def _party(
     parties = {}
     for mode in MODES:
         prec = Precision.of(mode, 12, 20)
-        truncation = all64_truncation if mode == "all64" else "masked"
-        eng = _timed_engine(index, peer, clock, comparison, truncation)
+        eng = _timed_engine(index, peer, clock, comparisons[mode], truncations[mode])
         parties[mode] = (prec, eng, SharedMlp.from_plain(eng, params, prec.backward, True))
     times = {mode: StepTimes() for mode in MODES}
     rows = x.shape[0] - batch
@@ -225,9 +227,13 @@ def time_modes(
     spin_s: float = SPIN_S,
     comparison: str = "tree",
     all64_truncation: str = "local",
+    mixed_truncation: str = "masked",
+    all64_comparison: str | None = None,
 ) -> dict[str, ModeTiming]:
+    comparisons = {"mixed": comparison, "all64": all64_comparison or comparison}
+    truncations = {"mixed": mixed_truncation, "all64": all64_truncation}
     per_party: list[dict[str, StepTimes]] = run_world(
-        _party, 2, steps, batch, hidden, spin_s, comparison, all64_truncation
+        _party, 2, steps, batch, hidden, spin_s, comparisons, truncations
     )
     out = {}
     for mode in MODES:
@@ -257,7 +263,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--comparison", choices=["tree", "fan_in"], default="tree")
+    parser.add_argument("--all64-comparison", choices=["tree", "fan_in"], default=None)
     parser.add_argument("--all64-truncation", choices=["masked", "local"], default="local")
+    parser.add_argument("--mixed-truncation", choices=["masked", "local"], default="masked")
     parser.add_argument(
         "--spin-us",
         type=float,
@@ -272,6 +280,8 @@ def main() -> None:
         args.spin_us * 1e-6,
         args.comparison,
         args.all64_truncation,
+        args.mixed_truncation,
+        args.all64_comparison,
     )
     mixed, all64 = timings["mixed"], timings["all64"]
     print(
