@@ -149,3 +149,35 @@ def test_a_failure_is_reported_even_when_its_last_lines_are_refused(
         assert plane.job(job_id)["status_reason"] == "party alice rank 0: boom"
     logs = plane.client.get(f"/api/v1/jobs/{long_job}/logs", headers=ADMIN).json()["data"]
     assert [len(line["message"]) for line in logs] == [16_000, 4]
+
+
+@pytest.mark.parametrize("shutting_down", [False, True], ids=["running", "shutting-down"])
+def test_a_report_the_control_plane_cannot_take_is_retried_unless_the_worker_shuts_down(
+    plane: Plane, tmp_path: Path, capsys: pytest.CaptureFixture[str], shutting_down: bool
+) -> None:
+    """Through an outage the status is retried (each retry said in the worker's log); a worker
+    shutting down tries once, so its exit does not wait out the outage."""
+    alice = runtime(plane, "alice", tmp_path)
+    launch = TaskLaunch.model_validate(
+        alice.api.task(task_of(plane, plane.create_job("alice"), "alice"))
+    )
+    alice.api = ControlPlane(f"http://127.0.0.1:{free_port()}", plane.tokens["alice"])
+    alice.report_patience_s = 1.0
+    alice.agent.shutting_down = shutting_down
+    tries = 0
+    post_status = alice.api.post_status
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        nonlocal tries
+        tries += 1
+        return post_status(*args, **kwargs)
+
+    alice.api.post_status = counted  # type: ignore[method-assign]
+    alice._report(launch, Outcome("failed", "the worker shut down while the task ran"))
+
+    log = capsys.readouterr().out
+    assert f"gave up reporting {launch.task_id}" in log
+    if shutting_down:
+        assert tries == 1 and "retry" not in log
+    else:
+        assert tries >= 2 and f"reporting {launch.task_id} failed" in log

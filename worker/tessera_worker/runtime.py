@@ -177,7 +177,9 @@ class Runtime:
     def _report(self, launch: TaskLaunch, outcome: Outcome) -> None:
         """Deliver what the ranks left undelivered and the failed rank's last lines, then the
         task's status; retried through an outage of the control plane (``report_patience_s``),
-        so a job whose ranks finished meanwhile still ends with all it reported."""
+        so a job whose ranks finished meanwhile still ends with all it reported. A worker that
+        is shutting down tries once: the control plane learns of its tasks from its missing
+        heartbeats, and the worker's exit does not wait for a control plane that is down."""
         job_lines = [
             {"rank": outcome.rank, "level": "error", "message": line[:MAX_LINE], "time": _now()}
             for line in outcome.last_lines
@@ -209,10 +211,15 @@ class Runtime:
             except (ApiError, httpx.HTTPError) as exc:
                 if isinstance(exc, ApiError) and not exc.retryable:
                     return
-                if time.monotonic() > deadline:
+                if time.monotonic() > deadline or self.agent.shutting_down:
                     print(f"tessera worker: gave up reporting {launch.task_id}: {exc}", flush=True)
                     return
                 attempt += 1
+                print(
+                    f"tessera worker: reporting {launch.task_id} failed ({exc}); "
+                    f"retry {attempt} in {min(5.0, 0.5 * attempt):.1f} s",
+                    flush=True,
+                )
                 time.sleep(min(5.0, 0.5 * attempt))
 
 
