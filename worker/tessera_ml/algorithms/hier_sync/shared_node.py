@@ -100,6 +100,8 @@ class SharedNode:
         if end == start:
             return
         others = [self.grads[(p + j) % n][start:end] for j in range(1, n)]
+        # one peer's piece is added as it is; several are summed into a copy first, in the
+        # ring's order, so the result is the ring's bit for bit
         partial = others[0] if n == 2 else others[0].clone()
         for other in others[1:]:
             partial.add_(other)
