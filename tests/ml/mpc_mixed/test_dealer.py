@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from tessera_ml.algorithms.mpc_mixed import material
+from tessera_ml.algorithms.mpc_mixed import data, material
 from tessera_ml.algorithms.mpc_mixed.dealer import (
     FetchingProvider,
     SeededProvider,
@@ -14,6 +14,7 @@ from tessera_ml.algorithms.mpc_mixed.dealer import (
     receive_seed,
     serve,
 )
+from tessera_ml.algorithms.mpc_mixed.local import share_inputs
 from tessera_ml.algorithms.mpc_mixed.material import (
     deal,
     draw_share0,
@@ -25,10 +26,16 @@ from tessera_ml.algorithms.mpc_mixed.material import (
 )
 from tessera_ml.algorithms.mpc_mixed.material_beaver import Mul, Square
 from tessera_ml.algorithms.mpc_mixed.material_kind import Masks, Slot
+from tessera_ml.algorithms.mpc_mixed.messages import Phase
+from tessera_ml.algorithms.mpc_mixed.model import SharedMlp, init_params, train_step
+from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.prg import Prg
+from tessera_ml.algorithms.mpc_mixed.protocols import Engine
+from tessera_ml.algorithms.mpc_mixed.reference import PlainMlp
 from tessera_ml.algorithms.mpc_mixed.request import END, MAX_FACTORS, Kind, Request
 from tessera_ml.comm.base import Communicator
 from tessera_ml.comm.local import run_local
+from tessera_ml.comm.peer import Peer, local_pair
 from tessera_ml.worlds import run_world
 
 SEED = bytes(range(32))
@@ -121,7 +128,8 @@ def test_replayed_phases_draw_the_same_shares_as_recorded_ones() -> None:
     for run in range(3):  # record once, then prepare ahead twice, with another phase between
         for key in (1, 2):
             phased.begin(key)
-            seen[key, run] = [t for r in REQUESTS for t in phased.get(r)]
+            # copies: a replayed run's tensors are refilled by the phase's next run
+            seen[key, run] = [t.clone() for r in REQUESTS for t in phased.get(r)]
             phased.end()
     for (key, run), shares in seen.items():
         prg = bundle_generator(SEED, key, run)
@@ -162,7 +170,9 @@ def test_the_dealer_serves_a_phase_made_before_it_was_asked_for(
     made while the previous run of their phase was in use, with another phase between, and
     every item recombines with party 0's shares into correlated material. Asked for ahead,
     the next run's bundle is on its way while a run computes, and bundles of the other phase
-    asked for meanwhile still reach the right run; bundles no run took are received at close."""
+    asked for meanwhile still reach the right run; bundles no run took are received at close.
+    A run's shares hold until the next run of their phase begins, the next bundle arriving in
+    a buffer of its own."""
     if parties == "in-process":  # threads, whose receives wait only when asked to
         results = run_local(_dealer_world, 3, ahead)
     else:
@@ -199,10 +209,18 @@ def _dealer_world(comm: Communicator, ahead: str) -> object:
     )
     runs: list[list[list[np.ndarray]]] = []  # by value: tensors would travel as shared memory
     coming: list[list[int]] = []
+    last: dict[int, tuple[list[torch.Tensor], list[np.ndarray]]] = {}  # per phase, its last run
     for i, key in enumerate(PHASES):
+        if isinstance(provider, FetchingProvider):
+            provider._arrive()  # the bundles asked for ahead are in their buffers by now
+        for shares, values in last.values():  # every phase's last run holds until its next
+            assert all(np.array_equal(t.numpy(), v) for t, v in zip(shares, values, strict=True))
         follows = ahead == "always" or (ahead == "following" and key in PHASES[i + 1 :])
         provider.begin(key, ahead=follows)
-        runs.append([[t.numpy() for t in provider.get(r)] for r in REQUESTS])
+        shares = [t for r in REQUESTS for t in provider.get(r)]
+        last[key] = shares, [t.numpy().copy() for t in shares]
+        tensors = iter(shares)
+        runs.append([[next(tensors).numpy().copy() for _ in layout(r)] for r in REQUESTS])
         provider.end()
         coming.append(sorted(getattr(provider, "_coming", {})))
     provider.close()
@@ -344,3 +362,78 @@ def test_a_phase_drawn_at_once_has_the_shares_drawn_item_by_item() -> None:
     split = _split_bundle(raw, reqs, Prg.derived(SEED, 1))
     for got, want in zip(split, dealt, strict=True):
         assert all(torch.equal(g, w) and g.dtype == w.dtype for g, w in zip(got, want, strict=True))
+
+
+def test_a_slot_buffer_refills_the_same_tensors_with_each_runs_shares() -> None:
+    """Drawn into a ``SlotBuffer``, a phase's shares are those ``random_shares`` draws from the
+    same stream, misaligned ring slots (after odd-length bit slots) included; the next draw
+    puts the stream's next values into the same tensors, and received bytes reach the
+    misaligned slots' own tensors at ``refresh``."""
+    slots = [s for r in REQUESTS * 2 for s in layout(r)]
+    buffer = material.SlotBuffer(slots)
+    assert buffer.size == sum(material.slot_bytes(s) for s in slots) == buffer.raw.numel()
+    prg, twin = Prg.derived(SEED, 9), Prg.derived(SEED, 9)
+    first = buffer.draw(prg)
+    kept = [t.clone() for t in first]
+    for run in range(2):
+        expected = random_shares(slots, twin)
+        got = first if run == 0 else buffer.draw(prg)
+        assert all(g is f for g, f in zip(got, first, strict=True))
+        for g, w, slot in zip(got, expected, slots, strict=True):
+            assert torch.equal(g, w) and g.shape == slot.shape and g.dtype == slot.dtype
+    assert not any(torch.equal(k, g) for k, g in zip(kept, first, strict=True) if k.numel() > 8)
+    # bytes received into raw: the dealer's layout, end to end
+    sizes = [material.slot_bytes(s) for s in slots]
+    dealt = material.carve(Prg.derived(SEED, 10).bytes(buffer.size), slots, sizes)
+    buffer.raw.copy_(torch.cat([t.reshape(-1).view(torch.uint8) for t in dealt]))
+    assert all(torch.equal(g, w) for g, w in zip(buffer.refresh(), dealt, strict=True))
+
+
+def _train_in_process(comm: Communicator, pair: tuple[Peer, Peer], steps: int) -> object:
+    """Dealer (rank 0) and both compute parties (ranks 1, 2) as threads: ``steps`` training
+    steps of the digits MLP, each step's material asked for during the step before."""
+    if comm.rank == 0:
+        return serve(comm, 1, 2)
+    index = comm.rank - 1
+    seed = receive_seed(comm, 0)
+    provider = SeededProvider(seed) if index == 0 else FetchingProvider(comm, 0, seed)
+    eng = Engine(index, pair[index], provider, "tree", "local")
+    prec = Precision.of("mixed", 12, 20)
+    feats, (labels, classes) = data.features("sklearn:digits"), data.labels("sklearn:digits")
+    onehot = torch.nn.functional.one_hot(labels.train, classes).double()
+    model = SharedMlp.from_plain(eng, init_params([64, 8, classes], True, 0), prec.backward, True)
+    batches = data.batches(feats.train.shape[0], 32, 0, 0)[:steps]
+    for step, idx in enumerate(batches):
+        xf, xb, yb = share_inputs(prec, feats.train[idx], onehot[idx], step)
+        provider.begin(Phase.TRAIN, ahead=step + 1 < steps)
+        train_step(eng, prec, model, xf[index], xb[index], yb[index], 0.5)
+        provider.end()
+    provider.close()
+    buffers = (
+        [provider._buffers[Phase.TRAIN][0]]
+        if isinstance(provider, SeededProvider)
+        else [provider._buffers[Phase.TRAIN].masks, *provider._buffers[Phase.TRAIN].received]
+    )
+    held = {b.raw.untyped_storage().data_ptr() for b in buffers}
+    in_buffers = [k for k, v in model.params.items() if v.untyped_storage().data_ptr() in held]
+    return {k: v.clone() for k, v in model.params.items()}, in_buffers
+
+
+def test_training_keeps_nothing_in_the_buffers_the_next_step_refills() -> None:
+    """The compute parties train on material replayed into the same buffers every step: the
+    weights and running statistics after four steps hold none of that memory, and revealed
+    they are the plaintext reference's up to fixed-point error."""
+    steps = 4
+    _, (params0, held0), (params1, held1) = run_local(
+        _train_in_process, 3, local_pair(), steps, timeout_s=300
+    )
+    assert held0 == held1 == []
+    prec = Precision.of("mixed", 12, 20)
+    feats, (labels, classes) = data.features("sklearn:digits"), data.labels("sklearn:digits")
+    ref = PlainMlp(init_params([64, 8, classes], True, 0), True)
+    onehot = torch.nn.functional.one_hot(labels.train, classes).double()
+    for idx in data.batches(feats.train.shape[0], 32, 0, 0)[:steps]:
+        ref.train_step(feats.train[idx], onehot[idx], 0.5)
+    for name, value in ref.p.items():
+        revealed = prec.backward.decode(params0[name] + params1[name])
+        assert torch.allclose(revealed, value, atol=0.03), name

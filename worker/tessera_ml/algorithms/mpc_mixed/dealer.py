@@ -13,7 +13,9 @@ so online rounds never wait for the dealer. The dealer makes a phase's next bund
 has sent the current one, while the parties compute online. When the caller says another run of
 the phase follows (``begin(key, ahead=True)``), party 1 asks for that run's bundle as soon as it
 holds this one, and receives it in the background while this run computes online, so the next
-``begin`` finds it arrived.
+``begin`` finds it arrived. A replayed run makes no tensors: each party refills the same buffers
+every run (party 1 keeps two for the dealer's bundles, the next run's arriving in one while this
+run uses the other).
 
 Each party's seeded shares of the n-th run of phase ``key`` come from a cryptographic stream
 keyed by a hash of (its 32-byte seed, key, n) (``bundle_generator``, ``prg.Prg``): the dealer can
@@ -36,6 +38,7 @@ from enum import IntEnum
 import torch
 
 from tessera_ml.algorithms.mpc_mixed.material import (
+    SlotBuffer,
     carve,
     deal,
     draw_share0,
@@ -45,6 +48,7 @@ from tessera_ml.algorithms.mpc_mixed.material import (
     sent,
     slot_bytes,
 )
+from tessera_ml.algorithms.mpc_mixed.material_kind import Slot
 from tessera_ml.algorithms.mpc_mixed.prg import KEY_BYTES, Prg
 from tessera_ml.algorithms.mpc_mixed.request import END, WIRE_WORDS, Request
 from tessera_ml.comm.base import Communicator, Work
@@ -77,7 +81,9 @@ class Provider(ABC):
 
     @abstractmethod
     def get(self, req: Request) -> list[torch.Tensor]:
-        """This party's shares of the next item."""
+        """This party's shares of the next item. A replayed run's shares are refilled by the
+        next run of its phase (``SlotBuffer``): whatever outlives the run is computed from
+        them, never the tensors themselves."""
 
     def begin(self, key: int, ahead: bool = False) -> None:  # noqa: B027 - optional hook
         """A phase with a repeating request sequence starts (offline work happens here);
@@ -225,12 +231,21 @@ class SeededProvider(_SeededRuns):
     def _fetch(self, req: Request) -> list[torch.Tensor]:
         return draw_share0(req, self._prg)
 
+    def __init__(self, seed: bytes) -> None:
+        super().__init__(seed)
+        self._buffers: dict[int, tuple[SlotBuffer, list[list[torch.Tensor]]]] = {}
+
     def _prepare(self, key: int, schedule: list[Request]) -> list[list[torch.Tensor]]:
-        # every item's shares from one draw: the stream is consumed in the order draw_share0
-        # takes it, item after item
-        layouts = [layout(r) for r in schedule]
-        shares = iter(random_shares([slot for slots in layouts for slot in slots], self._prg))
-        return [[next(shares) for _ in slots] for slots in layouts]
+        # every item's shares from one draw, into the tensors of the phase's last run: the
+        # stream is consumed in the order draw_share0 takes it, item after item
+        if key not in self._buffers:
+            layouts = [layout(r) for r in schedule]
+            buffer = SlotBuffer([slot for slots in layouts for slot in slots])
+            tensors = iter(buffer.tensors)
+            self._buffers[key] = buffer, [[next(tensors) for _ in slots] for slots in layouts]
+        buffer, items = self._buffers[key]
+        buffer.draw(self._prg)
+        return [list(item) for item in items]
 
 
 class FetchingProvider(_SeededRuns):
@@ -241,9 +256,11 @@ class FetchingProvider(_SeededRuns):
         super().__init__(seed)
         self._comm = comm
         self._dealer = dealer
-        self._coming: dict[int, tuple[torch.Tensor, Work | None]] = {}
-        """Per phase, the bundle of its next run asked for by ``_ask_ahead``, with the receive
-        to wait for (None once waited for: a gloo receive must not be waited for twice)."""
+        self._buffers: dict[int, _Bundles] = {}
+        self._coming: dict[int, tuple[int, Work | None]] = {}
+        """Per phase, the bundle of its next run asked for by ``_ask_ahead``: which of the
+        phase's two buffers it goes to, and the receive to wait for (None once waited for: a
+        gloo receive must not be waited for twice)."""
 
     def _send(self, t: torch.Tensor) -> None:
         self._comm.send(t, self._dealer)
@@ -273,35 +290,47 @@ class FetchingProvider(_SeededRuns):
         raw = self._recv(torch.empty(_bundle_bytes([req]), dtype=torch.uint8))
         return _split_bundle(raw, [req], self._prg)[0]
 
+    def _bundles(self, key: int, schedule: list[Request]) -> _Bundles:
+        if key not in self._buffers:
+            self._buffers[key] = _Bundles.of(schedule)
+        return self._buffers[key]
+
     def _prepare(self, key: int, schedule: list[Request]) -> list[list[torch.Tensor]]:
+        bundles = self._bundles(key, schedule)
         if key in self._coming:
             self._arrive()
-            raw = self._received(self._coming.pop(key)[0])
+            which = self._coming.pop(key)[0]
+            self._received(bundles.received[which].raw)
         else:
+            which = bundles.take()
             self._send(torch.tensor([Command.BUNDLE, key], dtype=torch.int64))
-            raw = self._recv(torch.empty(_bundle_bytes(schedule), dtype=torch.uint8))
-        return _split_bundle(raw, schedule, self._prg)
+            self._recv(bundles.received[which].raw)
+        bundles.masks.draw(self._prg)
+        bundles.received[which].refresh()
+        return [list(item) for item in bundles.items[which]]
 
     def _arrive(self) -> None:
         """Wait until every bundle asked for ahead has arrived."""
-        for key, (raw, work) in self._coming.items():
+        for key, (which, work) in self._coming.items():
             if work is not None:
                 work.wait()
-                self._coming[key] = (raw, None)
+                self._coming[key] = (which, None)
 
     def _ask_ahead(self, key: int, schedule: list[Request]) -> None:
         # the dealer answers commands in order: a bundle asked for later (another phase's)
         # comes after this one, and ``_recv`` waits for this one first
         assert key not in self._coming, "the next run of this phase is already on its way"
+        bundles = self._bundles(key, schedule)
+        which = bundles.take()
         self._send(torch.tensor([Command.BUNDLE, key], dtype=torch.int64))
-        raw = torch.empty(_bundle_bytes(schedule), dtype=torch.uint8)
-        self._coming[key] = (raw, self._comm.irecv(raw, self._dealer))
+        raw = bundles.received[which].raw
+        self._coming[key] = (which, self._comm.irecv(raw, self._dealer))
 
     def close(self) -> None:
         # bundles asked for ahead that no run took (training stopped early): received, dropped
         self._arrive()
-        for raw, _ in self._coming.values():
-            self._received(raw)
+        for key, (which, _) in self._coming.items():
+            self._received(self._buffers[key].received[which].raw)
         self._coming.clear()
         self._send(torch.tensor([Command.STOP, 0], dtype=torch.int64))
 
@@ -322,25 +351,61 @@ def _join_bundle(items: list[list[torch.Tensor]]) -> torch.Tensor:
 def _split_bundle(raw: torch.Tensor, reqs: list[Request], prg: Prg) -> list[list[torch.Tensor]]:
     """Party 1's shares of ``reqs``: of the masks drawn from ``prg`` (in one draw, each item's
     in ``free`` order, as the dealer draws them in ``deal``), the others cut from ``raw``."""
-    layouts = [layout(req) for req in reqs]
-    frees = [free(req) for req in reqs]
-    mask_slots = [slots[i] for slots, f in zip(layouts, frees, strict=True) for i in f]
-    sent_slots = [
-        slot
-        for slots, f in zip(layouts, frees, strict=True)
-        for i, slot in enumerate(slots)
-        if i not in f
-    ]
+    mask_slots, sent_slots = _mask_and_sent_slots(reqs)
     sizes = [slot_bytes(slot) for slot in sent_slots]
     if sum(sizes) != raw.numel():
         raise RuntimeError("the dealer's bundle does not match the schedule")
-    masks = iter(random_shares(mask_slots, prg))
-    received = iter(carve(raw, sent_slots, sizes))
+    return _assemble(reqs, random_shares(mask_slots, prg), carve(raw, sent_slots, sizes))
+
+
+def _mask_and_sent_slots(reqs: list[Request]) -> tuple[list[Slot], list[Slot]]:
+    """Party 1's slots of ``reqs``: the masks (each item's in ``free`` order), the others."""
+    masks: list[Slot] = []
+    others: list[Slot] = []
+    for req in reqs:
+        frees = free(req)
+        masks += [layout(req)[i] for i in frees]
+        others += [slot for i, slot in enumerate(layout(req)) if i not in frees]
+    return masks, others
+
+
+def _assemble(
+    reqs: list[Request], masks: list[torch.Tensor], received: list[torch.Tensor]
+) -> list[list[torch.Tensor]]:
+    """Each item's tensors in ``layout`` order, from its masks and its received tensors."""
+    mask_iter, received_iter = iter(masks), iter(received)
     out: list[list[torch.Tensor]] = []
-    for slots, f in zip(layouts, frees, strict=True):
-        item = {i: next(masks) for i in f}
-        out.append([item[i] if i in item else next(received) for i in range(len(slots))])
+    for req in reqs:
+        item = {i: next(mask_iter) for i in free(req)}
+        slots = range(len(layout(req)))
+        out.append([item[i] if i in item else next(received_iter) for i in slots])
     return out
+
+
+@dataclass
+class _Bundles:
+    """Party 1's buffers for a replayed phase: its shares of the masks, drawn every run, and two
+    buffers the dealer's bundles go to in turn (the next run's arrives while this run's is in
+    use)."""
+
+    masks: SlotBuffer
+    received: tuple[SlotBuffer, SlotBuffer]
+    items: tuple[list[list[torch.Tensor]], list[list[torch.Tensor]]]
+    """Each item's tensors, with either buffer's received tensors."""
+    turn: int = 0
+
+    @classmethod
+    def of(cls, schedule: list[Request]) -> _Bundles:
+        mask_slots, sent_slots = _mask_and_sent_slots(schedule)
+        masks = SlotBuffer(mask_slots)
+        received = SlotBuffer(sent_slots), SlotBuffer(sent_slots)
+        items = tuple(_assemble(schedule, masks.tensors, r.tensors) for r in received)
+        return cls(masks, received, (items[0], items[1]))
+
+    def take(self) -> int:
+        """The buffer for the next bundle: the one the run before last used."""
+        which, self.turn = self.turn, 1 - self.turn
+        return which
 
 
 def serve(

@@ -23,7 +23,7 @@ from tessera_ml.algorithms.mpc_mixed.material_beaver import BEAVER_MATERIALS
 from tessera_ml.algorithms.mpc_mixed.material_bits import BIT_MATERIALS
 from tessera_ml.algorithms.mpc_mixed.material_kind import Masks, MaterialKind, Slot
 from tessera_ml.algorithms.mpc_mixed.material_rings import RING_MATERIALS
-from tessera_ml.algorithms.mpc_mixed.prg import Prg
+from tessera_ml.algorithms.mpc_mixed.prg import ROOM, Prg
 from tessera_ml.algorithms.mpc_mixed.request import Kind, Request
 
 KINDS: dict[Kind, MaterialKind] = {
@@ -95,6 +95,50 @@ def carve(raw: torch.Tensor, slots: list[Slot], sizes: list[int]) -> list[torch.
             chunk = chunk.clone()
         out.append(chunk.view(slot.dtype).reshape(slot.shape))
     return out
+
+
+class SlotBuffer:
+    """``slots`` end to end over one byte buffer, as a stream or the dealer's bundle lays them
+    out, and a tensor per slot that stays the same from run to run: a view of the buffer where
+    the slot's offset suits its type, else a tensor of its own that ``refresh`` copies the
+    slot's bytes into. A replayed phase asks for the same slots every run, so a run refills
+    the buffer (``draw``, or a receive into ``raw``) and makes no tensor. The tensors hold one
+    run's values: the next run overwrites them."""
+
+    def __init__(self, slots: list[Slot]) -> None:
+        sizes = [slot_bytes(slot) for slot in slots]
+        self.size = sum(sizes)
+        self._buffer = torch.empty(self.size + ROOM, dtype=torch.uint8)
+        self.raw = self._buffer[: self.size]
+        """The slots' bytes, end to end: where a receive of the bundle goes."""
+        self.tensors: list[torch.Tensor] = []
+        self._copies: list[tuple[torch.Tensor, torch.Tensor]] = []  # (bytes in raw, own bytes)
+        self._bits: list[torch.Tensor] = []
+        offset = 0
+        for slot, size in zip(slots, sizes, strict=True):
+            chunk = self.raw[offset : offset + size]
+            offset += size
+            if chunk.storage_offset() % slot.dtype.itemsize:
+                own = torch.empty(size, dtype=torch.uint8)
+                self._copies.append((chunk, own))
+                chunk = own
+            tensor = chunk.view(slot.dtype).reshape(slot.shape)
+            self.tensors.append(tensor)
+            if slot.dtype == torch.uint8:
+                self._bits.append(tensor)
+
+    def refresh(self) -> list[torch.Tensor]:
+        """The slots' tensors, once ``raw`` holds new bytes."""
+        for chunk, own in self._copies:
+            own.copy_(chunk)
+        return self.tensors
+
+    def draw(self, prg: Prg) -> list[torch.Tensor]:
+        """``random_shares`` of the slots, the same values, into the same tensors."""
+        prg.fill(self._buffer, self.size)
+        for bits in self._bits:  # a 0/1 byte slot keeps each byte's low bit, as Prg.bits does
+            bits.bitwise_and_(1)
+        return self.refresh()
 
 
 class _Fresh(Masks):

@@ -18,6 +18,9 @@ import torch
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 KEY_BYTES = 32
+ROOM = 15
+"""Bytes a buffer needs past what the cipher writes into it (``update_into`` may be asked for
+a block it holds back, in some versions of ``cryptography``)."""
 
 
 class Prg:
@@ -44,10 +47,17 @@ class Prg:
         """The next ``n`` bytes of the stream."""
         if n == 0:
             return torch.empty(0, dtype=torch.uint8)
-        out = bytearray(n + 15)  # update_into's room for a block it may hold back
-        if self._stream.update_into(_zeros(n), out) != n:
+        out = torch.empty(n + ROOM, dtype=torch.uint8)
+        self.fill(out, n)
+        return out[:n]
+
+    def fill(self, buffer: torch.Tensor, n: int) -> None:
+        """Writes the next ``n`` bytes of the stream over ``buffer``'s first ``n`` (a contiguous
+        uint8 tensor of at least ``n + ROOM`` bytes)."""
+        if buffer.dtype != torch.uint8 or not buffer.is_contiguous() or buffer.numel() < n + ROOM:
+            raise ValueError(f"a keystream of {n} bytes needs a uint8 buffer of {n + ROOM}")
+        if self._stream.update_into(_zeros(n), buffer.numpy().data) != n:
             raise RuntimeError("the keystream came short")
-        return torch.frombuffer(out, dtype=torch.uint8, count=n)
 
     def ring(self, shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
         """Uniform elements of ``dtype``'s ring (``torch.int32`` or ``torch.int64``)."""
