@@ -177,7 +177,11 @@ def test_the_dealer_serves_a_phase_made_before_it_was_asked_for(
         results = run_local(_dealer_world, 3, ahead)
     else:
         results = run_world(_dealer_world, 3, ahead, parties=parties)
-    served, (shares0, _), (shares1, coming) = results
+    served, (shares0, _), (shares1, coming, buffers) = results
+    # a second buffer only for a phase asked for ahead during one of its runs
+    assert (
+        buffers == {"never": {1: 1, 2: 1}, "following": {1: 2, 2: 1}, "always": {1: 2, 2: 2}}[ahead]
+    )
     extra = 2 if ahead == "always" else 0  # the last runs of phases 1 and 2 asked for one more
     assert served == {"items": len(REQUESTS) * (len(PHASES) + extra)}
     if ahead == "never":
@@ -192,6 +196,10 @@ def test_the_dealer_serves_a_phase_made_before_it_was_asked_for(
             slots = layout(req)
             pairs = zip(slots, s0, s1, strict=True)
             values = [torch.from_numpy(a ^ b if o.binary else a + b) for o, a, b in pairs]
+            # every slot is what the kind computes from the item's masks, the received slots
+            # that lie off their type's alignment in the bundle included
+            again = secrets(req, _Given([values[i] for i in free(req)]))
+            assert all(torch.equal(a, v) for a, v in zip(again, values, strict=True)), req
             if req.kind is Kind.MATMUL:
                 assert torch.equal(values[2], values[0] @ values[1])
             if req.kind is Kind.TRUNC:
@@ -224,6 +232,8 @@ def _dealer_world(comm: Communicator, ahead: str) -> object:
         provider.end()
         coming.append(sorted(getattr(provider, "_coming", {})))
     provider.close()
+    if isinstance(provider, FetchingProvider):  # bundles' buffers per phase
+        return runs, coming, {k: len(b.received) for k, b in provider._buffers.items()}
     return runs, coming
 
 
@@ -329,8 +339,9 @@ def test_a_bundle_of_the_wrong_size_is_refused() -> None:
 
 
 def test_a_phase_drawn_at_once_has_the_shares_drawn_item_by_item() -> None:
-    """Party 0's replay and party 1's split draw a whole phase from one call into the stream;
-    the shares are those drawn item by item, whatever the slots' types and offsets (bit slots
+    """Party 0's replay draws a whole phase from one call into the stream, and a bundle split
+    while a phase is recorded (``_split_bundle``) draws party 1's masks the same way; the shares
+    are those drawn item by item, whatever the slots' types and offsets (bit slots
     of odd lengths put later ring slots off their alignment, which copies them)."""
     reqs = REQUESTS * 2
     slots = [s for r in reqs for s in layout(r)]
@@ -403,10 +414,11 @@ def _train_in_process(comm: Communicator, pair: tuple[Peer, Peer], steps: int) -
     onehot = torch.nn.functional.one_hot(labels.train, classes).double()
     model = SharedMlp.from_plain(eng, init_params([64, 8, classes], True, 0), prec.backward, True)
     batches = data.batches(feats.train.shape[0], 32, 0, 0)[:steps]
+    outputs: dict[str, torch.Tensor] = {}
     for step, idx in enumerate(batches):
         xf, xb, yb = share_inputs(prec, feats.train[idx], onehot[idx], step)
         provider.begin(Phase.TRAIN, ahead=step + 1 < steps)
-        train_step(eng, prec, model, xf[index], xb[index], yb[index], 0.5)
+        outputs[f"probs{step}"] = train_step(eng, prec, model, xf[index], xb[index], yb[index], 0.5)
         provider.end()
     provider.close()
     buffers = (
@@ -415,14 +427,15 @@ def _train_in_process(comm: Communicator, pair: tuple[Peer, Peer], steps: int) -
         else [provider._buffers[Phase.TRAIN].masks, *provider._buffers[Phase.TRAIN].received]
     )
     held = {b.raw.untyped_storage().data_ptr() for b in buffers}
-    in_buffers = [k for k, v in model.params.items() if v.untyped_storage().data_ptr() in held]
+    kept = {**model.params, **outputs}
+    in_buffers = [k for k, v in kept.items() if v.untyped_storage().data_ptr() in held]
     return {k: v.clone() for k, v in model.params.items()}, in_buffers
 
 
 def test_training_keeps_nothing_in_the_buffers_the_next_step_refills() -> None:
     """The compute parties train on material replayed into the same buffers every step: the
-    weights and running statistics after four steps hold none of that memory, and revealed
-    they are the plaintext reference's up to fixed-point error."""
+    weights and running statistics after four steps, and each step's outputs, hold none of that
+    memory, and revealed they are the plaintext reference's up to fixed-point error."""
     steps = 4
     _, (params0, held0), (params1, held1) = run_local(
         _train_in_process, 3, local_pair(), steps, timeout_s=300

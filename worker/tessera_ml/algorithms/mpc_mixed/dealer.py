@@ -292,7 +292,7 @@ class FetchingProvider(_SeededRuns):
 
     def _bundles(self, key: int, schedule: list[Request]) -> _Bundles:
         if key not in self._buffers:
-            self._buffers[key] = _Bundles.of(schedule)
+            self._buffers[key] = _Bundles(schedule)
         return self._buffers[key]
 
     def _prepare(self, key: int, schedule: list[Request]) -> list[list[torch.Tensor]]:
@@ -302,7 +302,7 @@ class FetchingProvider(_SeededRuns):
             which = self._coming.pop(key)[0]
             self._received(bundles.received[which].raw)
         else:
-            which = bundles.take()
+            which = bundles.take(beside=False)
             self._send(torch.tensor([Command.BUNDLE, key], dtype=torch.int64))
             self._recv(bundles.received[which].raw)
         bundles.masks.draw(self._prg)
@@ -321,7 +321,7 @@ class FetchingProvider(_SeededRuns):
         # comes after this one, and ``_recv`` waits for this one first
         assert key not in self._coming, "the next run of this phase is already on its way"
         bundles = self._bundles(key, schedule)
-        which = bundles.take()
+        which = bundles.take(beside=True)
         self._send(torch.tensor([Command.BUNDLE, key], dtype=torch.int64))
         raw = bundles.received[which].raw
         self._coming[key] = (which, self._comm.irecv(raw, self._dealer))
@@ -382,29 +382,29 @@ def _assemble(
     return out
 
 
-@dataclass
 class _Bundles:
-    """Party 1's buffers for a replayed phase: its shares of the masks, drawn every run, and two
-    buffers the dealer's bundles go to in turn (the next run's arrives while this run's is in
-    use)."""
+    """Party 1's buffers for a replayed phase: its shares of the masks, drawn every run, and up
+    to two buffers the dealer's bundles go to in turn (the next run's arrives while this run's
+    is in use; a phase never asked for ahead has only one)."""
 
-    masks: SlotBuffer
-    received: tuple[SlotBuffer, SlotBuffer]
-    items: tuple[list[list[torch.Tensor]], list[list[torch.Tensor]]]
-    """Each item's tensors, with either buffer's received tensors."""
-    turn: int = 0
+    def __init__(self, schedule: list[Request]) -> None:
+        self._schedule = schedule
+        mask_slots, self._sent_slots = _mask_and_sent_slots(schedule)
+        self.masks = SlotBuffer(mask_slots)
+        self.received: list[SlotBuffer] = []
+        self.items: list[list[list[torch.Tensor]]] = []
+        """Each item's tensors, with each received buffer's tensors."""
+        self._current = 0
 
-    @classmethod
-    def of(cls, schedule: list[Request]) -> _Bundles:
-        mask_slots, sent_slots = _mask_and_sent_slots(schedule)
-        masks = SlotBuffer(mask_slots)
-        received = SlotBuffer(sent_slots), SlotBuffer(sent_slots)
-        items = tuple(_assemble(schedule, masks.tensors, r.tensors) for r in received)
-        return cls(masks, received, (items[0], items[1]))
-
-    def take(self) -> int:
-        """The buffer for the next bundle: the one the run before last used."""
-        which, self.turn = self.turn, 1 - self.turn
+    def take(self, beside: bool) -> int:
+        """The buffer for the next bundle: the one the last bundle went to, or with ``beside``
+        (asked for ahead, while a run uses that one) the other."""
+        which = (1 - self._current if beside else self._current) if self.received else 0
+        if which == len(self.received):
+            self.received.append(SlotBuffer(self._sent_slots))
+            tensors = self.received[which].tensors
+            self.items.append(_assemble(self._schedule, self.masks.tensors, tensors))
+        self._current = which
         return which
 
 

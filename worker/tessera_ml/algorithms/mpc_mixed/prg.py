@@ -19,8 +19,8 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 KEY_BYTES = 32
 ROOM = 15
-"""Bytes a buffer needs past what the cipher writes into it (``update_into`` may be asked for
-a block it holds back, in some versions of ``cryptography``)."""
+"""Bytes a buffer needs past what the cipher writes into it: some versions of
+``cryptography`` ask ``update_into`` for room for one block less a byte more than it writes."""
 
 
 class Prg:
@@ -54,8 +54,10 @@ class Prg:
     def fill(self, buffer: torch.Tensor, n: int) -> None:
         """Writes the next ``n`` bytes of the stream over ``buffer``'s first ``n`` (a contiguous
         uint8 tensor of at least ``n + ROOM`` bytes)."""
-        if buffer.dtype != torch.uint8 or not buffer.is_contiguous() or buffer.numel() < n + ROOM:
-            raise ValueError(f"a keystream of {n} bytes needs a uint8 buffer of {n + ROOM}")
+        if buffer.dtype != torch.uint8 or not buffer.is_contiguous():
+            raise ValueError("the keystream goes into a contiguous uint8 buffer")
+        if buffer.numel() < n + ROOM:
+            raise ValueError(f"a keystream of {n} bytes needs a buffer of {n + ROOM} bytes")
         if self._stream.update_into(_zeros(n), buffer.numpy().data) != n:
             raise RuntimeError("the keystream came short")
 
