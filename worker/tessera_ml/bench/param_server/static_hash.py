@@ -54,10 +54,15 @@ class StaticHashModel(nn.Module):
     def __init__(self, rows: int, num_fields: int, config: ParamServerConfig) -> None:
         super().__init__()
         self.rows, self.interactions = rows, config.interactions
-        self.table = nn.EmbeddingBag(rows, config.dim, mode="sum", sparse=True)
-        with torch.no_grad():
-            start = torch.arange(rows, dtype=torch.int64)
-            self.table.weight.copy_(init_rows(start, config.dim, config.seed, config.init_scale))
+        # rows from (id, seed), not from torch's global generator, which ranks run as threads
+        # share: a draw here could land inside another rank's seeded build of its tower
+        start = torch.arange(rows, dtype=torch.int64)
+        self.table = nn.EmbeddingBag.from_pretrained(
+            init_rows(start, config.dim, config.seed, config.init_scale),
+            freeze=False,
+            mode="sum",
+            sparse=True,
+        )
         self.tower = dense_tower(num_fields, config.dim, config.hidden, config.seed)
 
     def forward(self, keys: torch.Tensor) -> torch.Tensor:
