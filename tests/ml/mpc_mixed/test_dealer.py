@@ -376,9 +376,9 @@ def test_a_phase_drawn_at_once_has_the_shares_drawn_item_by_item() -> None:
 
 
 def test_a_slot_buffer_refills_the_same_tensors_with_each_runs_shares() -> None:
-    """Drawn into a ``SlotBuffer``, a phase's shares are those ``random_shares`` draws from the
-    same stream, misaligned ring slots (after odd-length bit slots) included; the next draw
-    puts the stream's next values into the same tensors, and received bytes reach the
+    """Drawn into a ``SlotBuffer``, a phase's shares are those ``random_share`` draws slot by
+    slot from the same stream, misaligned ring slots (after odd-length bit slots) included; the
+    next draw puts the stream's next values into the same tensors, and received bytes reach the
     misaligned slots' own tensors at ``refresh``."""
     slots = [s for r in REQUESTS * 2 for s in layout(r)]
     buffer = material.SlotBuffer(slots)
@@ -387,15 +387,15 @@ def test_a_slot_buffer_refills_the_same_tensors_with_each_runs_shares() -> None:
     first = buffer.draw(prg)
     kept = [t.clone() for t in first]
     for run in range(2):
-        expected = random_shares(slots, twin)
+        expected = [material.random_share(slot, twin) for slot in slots]
         got = first if run == 0 else buffer.draw(prg)
         assert all(g is f for g, f in zip(got, first, strict=True))
         for g, w, slot in zip(got, expected, slots, strict=True):
             assert torch.equal(g, w) and g.shape == slot.shape and g.dtype == slot.dtype
     assert not any(torch.equal(k, g) for k, g in zip(kept, first, strict=True) if k.numel() > 8)
     # bytes received into raw: the dealer's layout, end to end
-    sizes = [material.slot_bytes(s) for s in slots]
-    dealt = material.carve(Prg.derived(SEED, 10).bytes(buffer.size), slots, sizes)
+    other = Prg.derived(SEED, 10)
+    dealt = [material.random_share(slot, other) for slot in slots]
     buffer.raw.copy_(torch.cat([t.reshape(-1).view(torch.uint8) for t in dealt]))
     assert all(torch.equal(g, w) for g, w in zip(buffer.refresh(), dealt, strict=True))
 

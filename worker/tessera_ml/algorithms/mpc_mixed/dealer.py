@@ -39,7 +39,6 @@ import torch
 
 from tessera_ml.algorithms.mpc_mixed.material import (
     SlotBuffer,
-    carve,
     deal,
     draw_share0,
     free,
@@ -228,12 +227,12 @@ class _SeededRuns(RecordingProvider):
 class SeededProvider(_SeededRuns):
     """Party 0: generates its shares from the seed shared with the dealer; sends nothing."""
 
-    def _fetch(self, req: Request) -> list[torch.Tensor]:
-        return draw_share0(req, self._prg)
-
     def __init__(self, seed: bytes) -> None:
         super().__init__(seed)
         self._buffers: dict[int, tuple[SlotBuffer, list[list[torch.Tensor]]]] = {}
+
+    def _fetch(self, req: Request) -> list[torch.Tensor]:
+        return draw_share0(req, self._prg)
 
     def _prepare(self, key: int, schedule: list[Request]) -> list[list[torch.Tensor]]:
         # every item's shares from one draw, into the tensors of the phase's last run: the
@@ -352,10 +351,11 @@ def _split_bundle(raw: torch.Tensor, reqs: list[Request], prg: Prg) -> list[list
     """Party 1's shares of ``reqs``: of the masks drawn from ``prg`` (in one draw, each item's
     in ``free`` order, as the dealer draws them in ``deal``), the others cut from ``raw``."""
     mask_slots, sent_slots = _mask_and_sent_slots(reqs)
-    sizes = [slot_bytes(slot) for slot in sent_slots]
-    if sum(sizes) != raw.numel():
+    received = SlotBuffer(sent_slots)
+    if received.size != raw.numel():
         raise RuntimeError("the dealer's bundle does not match the schedule")
-    return _assemble(reqs, random_shares(mask_slots, prg), carve(raw, sent_slots, sizes))
+    received.raw.copy_(raw)
+    return _assemble(reqs, random_shares(mask_slots, prg), received.refresh())
 
 
 def _mask_and_sent_slots(reqs: list[Request]) -> tuple[list[Slot], list[Slot]]:

@@ -77,24 +77,7 @@ def random_share(slot: Slot, prg: Prg) -> torch.Tensor:
 def random_shares(slots: list[Slot], prg: Prg) -> list[torch.Tensor]:
     """``random_share`` of each slot in turn, the same values, from one draw of the stream
     (a whole phase's slots: one call into the cipher instead of one per slot)."""
-    sizes = [slot_bytes(slot) for slot in slots]
-    cut = carve(prg.bytes(sum(sizes)), slots, sizes)
-    # a 0/1 byte slot keeps each byte's low bit, as Prg.bits does
-    return [t & 1 if slot.dtype == torch.uint8 else t for slot, t in zip(slots, cut, strict=True)]
-
-
-def carve(raw: torch.Tensor, slots: list[Slot], sizes: list[int]) -> list[torch.Tensor]:
-    """``raw`` (bytes, ``sum(sizes)`` of them) cut into consecutive tensors of ``slots``: views
-    where a slot's offset suits its type, copies where it does not."""
-    out: list[torch.Tensor] = []
-    offset = 0
-    for slot, size in zip(slots, sizes, strict=True):
-        chunk = raw[offset : offset + size]
-        offset += size
-        if chunk.storage_offset() % slot.dtype.itemsize:
-            chunk = chunk.clone()
-        out.append(chunk.view(slot.dtype).reshape(slot.shape))
-    return out
+    return list(SlotBuffer(slots).draw(prg))
 
 
 class SlotBuffer:
@@ -134,7 +117,8 @@ class SlotBuffer:
         return self.tensors
 
     def draw(self, prg: Prg) -> list[torch.Tensor]:
-        """``random_shares`` of the slots, the same values, into the same tensors."""
+        """``random_share`` of each slot in turn, the same values, from one draw of the stream
+        into the same tensors."""
         prg.fill(self._buffer, self.size)
         for bits in self._bits:  # a 0/1 byte slot keeps each byte's low bit, as Prg.bits does
             bits.bitwise_and_(1)
