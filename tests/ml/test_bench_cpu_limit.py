@@ -9,9 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from tessera_ml.bench.hier_sync.cpu_limit import PERIOD_US, cpu_groups, cpu_limit_kind
+from tessera_ml.bench.hier_sync.cpu_limit import (
+    MIN_QUOTA_US,
+    PERIOD_US,
+    V1,
+    V2,
+    V2_ROOT,
+    cpu_groups,
+    cpu_limit_kind,
+    quota_us,
+)
 
-pytestmark = pytest.mark.skipif(
+limits = pytest.mark.skipif(
     cpu_limit_kind() is None, reason="this machine lets no CPU bandwidth limit be set"
 )
 
@@ -39,16 +48,34 @@ def _busy_cpu_s(group: str, wall_s: float) -> float:
     return float(out.stdout.strip())
 
 
-def test_a_busy_process_gets_at_most_its_share_and_the_groups_go_afterwards() -> None:
+@limits
+@pytest.mark.parametrize("period_us", [PERIOD_US, 10_000])
+def test_a_busy_process_gets_at_most_its_share_and_the_groups_go_afterwards(
+    period_us: int,
+) -> None:
     share, wall_s = 0.2, 1.5
-    with cpu_groups([share, 1.0]) as groups:
+    with cpu_groups([share, 1.0], period_us) as groups:
         assert groups is not None and len(groups) == 2
         limited = _busy_cpu_s(groups[0], wall_s)
         free = _busy_cpu_s(groups[1], wall_s)
     # the quota bounds CPU time from above whatever else runs: at most `share` of every
     # period the loop spans, one more period at most for where it starts and ends
-    slack_s = 2 * share * PERIOD_US / 1e6 + 0.05
+    slack_s = 2 * share * period_us / 1e6 + 0.05
     assert limited <= share * wall_s + slack_s
     # a whole core's quota lets the same loop run well past that share
     assert free > limited
     assert not any(Path(g).exists() for g in groups)
+
+
+def test_a_share_too_small_for_the_period_is_refused_before_any_group_is_made() -> None:
+    assert quota_us(0.15, 10_000) == 1_500
+    with pytest.raises(ValueError, match="below the kernel's minimum"):
+        quota_us(0.15, 5_000)
+    prefix = "tessera-refused"
+    with (
+        pytest.raises(ValueError, match=f"minimum of {MIN_QUOTA_US} us"),
+        cpu_groups([0.3, 0.15], 5_000, prefix=prefix),
+    ):
+        pass
+    roots = [V1, V2_ROOT, V2]
+    assert not [g for root in roots if root.is_dir() for g in root.glob(f"{prefix}-*")]

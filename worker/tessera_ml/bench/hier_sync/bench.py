@@ -40,7 +40,7 @@ import torch
 from tessera_ml.bench.api import BenchArgs, BenchReport
 from tessera_ml.bench.hier_sync.blocks import benchmark_gradient, block_sweep
 from tessera_ml.bench.hier_sync.compression import MODES, convergence_jobs, convergence_results
-from tessera_ml.bench.hier_sync.cpu_limit import cpu_groups, cpu_limit_kind
+from tessera_ml.bench.hier_sync.cpu_limit import PERIOD_US, cpu_groups, cpu_limit_kind
 from tessera_ml.bench.hier_sync.jobs import ddp_params, hier_params, paced, run_measured
 from tessera_ml.bench.hier_sync.rss import MALLOC_ENV
 from tessera_ml.bench.hier_sync.torch_baselines import TorchJob
@@ -67,6 +67,7 @@ SETTABLE = (
     "slowdown",
     "slow_mode",
     "core_share",
+    "cfs_period_us",
     "repeats",
     "inter_node_compression",
     "compression_block",
@@ -256,13 +257,15 @@ def proportional(
     repeats: int,
     share: float,
     devices: int = 2,
+    period_us: int = PERIOD_US,
 ) -> dict[str, Any]:
     """The last device of each of two nodes of ``devices`` is ``slowdown`` times slower and
     reports proportionally less capacity; ``memory_and_compute`` slices against ``equal``
     slices.
 
     ``mode`` ``cpu_limit``: each rank gets its own CFS bandwidth limit, ``share`` of a core for
-    the fast devices and ``share / slowdown`` for the slow one (``cpu_limit.py``); ``pace``: the
+    the fast devices and ``share / slowdown`` for the slow one in each CFS period of
+    ``period_us`` (``cpu_limit.py``); ``pace``: the
     harness stretches the slow device's work (``BenchHarness.speed``); ``threads``: the fast
     devices get ``slowdown`` threads (needs a core per thread to mean anything). Every rank has
     one thread otherwise. Equal and proportional runs alternate ``repeats`` times on one world,
@@ -291,7 +294,7 @@ def proportional(
             WorldJob("hier_sync", nodes, config, f"equal-{i}", harnesses=harnesses),
             WorldJob("hier_sync", nodes, sized_config, f"sized-{i}", harnesses=harnesses),
         ]
-    with cpu_groups(shares if mode == "cpu_limit" else []) as groups:
+    with cpu_groups(shares if mode == "cpu_limit" else [], period_us) as groups:
         if mode == "cpu_limit" and groups is None:
             raise RuntimeError("slow_mode cpu_limit: this machine lets no CPU limit be set")
         outcomes = _world(jobs, 2 * devices, threads=threads, cpu_groups=groups or None)
@@ -398,6 +401,7 @@ def bench(args: BenchArgs) -> BenchReport:
     params["slowdown"] = float(extra.get("slowdown", 2))
     params["core_share"] = float(extra.get("core_share", 0.5))
     params["proportional_devices"] = int(extra.get("proportional_devices", 2))
+    params["cfs_period_us"] = int(extra.get("cfs_period_us", PERIOD_US))
     if params["proportional_devices"] < 2:
         raise ValueError("proportional_devices must be at least 2 (devices per node)")
     params["slow_mode"] = extra.get("slow_mode", "cpu_limit" if limit else "pace")
@@ -413,6 +417,7 @@ def bench(args: BenchArgs) -> BenchReport:
                 repeats,
                 params["core_share"],
                 params["proportional_devices"],
+                params["cfs_period_us"],
             )
         )
         results["slice_vs_capacity_fraction"] = [

@@ -2,7 +2,9 @@
 
 cgroup v2 (``cpu.max``) where the unified hierarchy offers the ``cpu`` controller, else the v1
 ``cpu`` hierarchy (``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``: the same CFS bandwidth
-control). ``cpu_groups`` makes the groups (``None`` where neither can be written, e.g. without
+control). A group runs at most ``share * period_us`` microseconds in each period of
+``period_us``; a shorter period spreads the same share more evenly over a step. ``cpu_groups``
+makes the groups (``None`` where neither can be written, e.g. without
 root); each rank process joins its own with ``join_cpu_group`` (its threads follow it), and
 the groups are removed once the ranks are gone.
 """
@@ -16,6 +18,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 PERIOD_US = 100_000
+"""The kernel's default CFS period."""
+MIN_QUOTA_US = 1_000
+"""The smallest quota the kernel takes."""
 V2 = Path("/sys/fs/cgroup/unified")
 V2_ROOT = Path("/sys/fs/cgroup")
 V1 = Path("/sys/fs/cgroup/cpu")
@@ -38,20 +43,35 @@ def cpu_limit_kind() -> str | None:
     return None
 
 
-def _limit(group: Path, kind: str, share: float) -> None:
-    quota = max(1000, int(share * PERIOD_US))
+def quota_us(share: float, period_us: int) -> int:
+    """The quota that gives ``share`` of a core per period; a share the kernel cannot express
+    in that period is refused rather than rounded up."""
+    quota = round(share * period_us)
+    if quota < MIN_QUOTA_US:
+        raise ValueError(
+            f"a share of {share:g} core in a {period_us} us period is a quota of {quota} us, "
+            f"below the kernel's minimum of {MIN_QUOTA_US} us: use a longer period"
+        )
+    return quota
+
+
+def _limit(group: Path, kind: str, share: float, period_us: int) -> None:
+    quota = quota_us(share, period_us)
     if kind == "v2":
-        (group / "cpu.max").write_text(f"{quota} {PERIOD_US}")
+        (group / "cpu.max").write_text(f"{quota} {period_us}")
     else:
-        (group / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+        (group / "cpu.cfs_period_us").write_text(str(period_us))
         (group / "cpu.cfs_quota_us").write_text(str(quota))
 
 
 @contextlib.contextmanager
 def cpu_groups(
-    shares: Sequence[float], prefix: str = "tessera-bench"
+    shares: Sequence[float], period_us: int = PERIOD_US, prefix: str = "tessera-bench"
 ) -> Iterator[list[str] | None]:
-    """One limited group per rank, ``shares[r]`` of a core for rank ``r``."""
+    """One limited group per rank, ``shares[r]`` of a core in each ``period_us`` for rank
+    ``r``."""
+    for share in shares:
+        quota_us(share, period_us)
     kind = cpu_limit_kind()
     if kind is None:
         yield None
@@ -64,7 +84,7 @@ def cpu_groups(
             group = root / f"{prefix}-{os.getpid()}-{rank}"
             group.mkdir()
             made.append(group)
-            _limit(group, kind, share)
+            _limit(group, kind, share, period_us)
         yield [str(g) for g in made]
     finally:
         for group in made:
