@@ -9,6 +9,7 @@ from tessera_ml.algorithms.mpc_mixed.dealer import (
     FetchingProvider,
     SeededProvider,
     _bundle_bytes,
+    _PhaseDraws,
     _split_bundle,
     bundle_generator,
     receive_seed,
@@ -373,6 +374,28 @@ def test_a_phase_drawn_at_once_has_the_shares_drawn_item_by_item() -> None:
     split = _split_bundle(raw, reqs, Prg.derived(SEED, 1))
     for got, want in zip(split, dealt, strict=True):
         assert all(torch.equal(g, w) and g.dtype == w.dtype for g, w in zip(got, want, strict=True))
+
+
+def test_the_dealer_draws_a_phase_at_once_and_sends_what_it_deals_item_by_item() -> None:
+    """A replayed phase's bundle, made from both parties' shares drawn at once into buffers
+    the next run refills, is the bundle ``deal`` makes item by item from the same streams,
+    misaligned slots included, run after run."""
+    reqs = REQUESTS * 2
+    draws = _PhaseDraws(reqs)
+    seed1 = bytes(32)
+    for run in range(3):
+        prg0, prg1 = bundle_generator(SEED, 4, run), bundle_generator(seed1, 4, run)
+        dealt = [deal(r, prg0, prg1)[1] for r in reqs]
+        expected = torch.cat(
+            [
+                dealt[k][i].contiguous().reshape(-1).view(torch.uint8)
+                for k, r in enumerate(reqs)
+                for i in sent(r)
+            ]
+        )
+        made = draws.bundle(bundle_generator(SEED, 4, run), bundle_generator(seed1, 4, run))
+        assert made.numel() == _bundle_bytes(reqs)
+        assert torch.equal(made, expected)
 
 
 def test_a_slot_buffer_refills_the_same_tensors_with_each_runs_shares() -> None:

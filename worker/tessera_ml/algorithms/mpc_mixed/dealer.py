@@ -40,6 +40,7 @@ import torch
 from tessera_ml.algorithms.mpc_mixed.material import (
     SlotBuffer,
     deal,
+    deal_drawn,
     draw_share0,
     free,
     layout,
@@ -419,6 +420,7 @@ def serve(
     comm.send(torch.frombuffer(bytearray(seed0), dtype=torch.uint8), party0)
     comm.send(torch.frombuffer(bytearray(seed1), dtype=torch.uint8), party1)
     schedules: dict[int, list[Request]] = {}
+    draws: dict[int, _PhaseDraws] = {}
     runs: Counter[int] = Counter()
     ahead: dict[int, torch.Tensor] = {}  # phase -> the bundle of its next run, made early
     items = 0
@@ -433,7 +435,9 @@ def serve(
 
     def bundle(key: int, run: int) -> torch.Tensor:
         prg0, prg1 = bundle_generator(seed0, key, run), bundle_generator(seed1, key, run)
-        return _join_bundle([make(r, prg0, prg1) for r in schedules[key]])
+        if key not in draws:
+            draws[key] = _PhaseDraws(schedules[key])
+        return draws[key].bundle(prg0, prg1)
 
     def make_ahead(key: int, run: int) -> None:
         ahead[key] = bundle(key, run)
@@ -480,6 +484,27 @@ def serve(
                 raise RuntimeError(f"dealer got unknown command {op}")
     finally:
         early_maker.shutdown()
+
+
+class _PhaseDraws:
+    """The dealer's buffers for a replayed phase: both parties' seeded shares of its run, party
+    0's of every slot and party 1's of the masks, each drawn into one buffer (as each party
+    draws its own), refilled every run. Only one bundle is made at a time: its items are
+    computed from the buffers and copied into the bundle before the next run refills them."""
+
+    def __init__(self, schedule: list[Request]) -> None:
+        self._schedule = schedule
+        self._share0 = SlotBuffer([slot for req in schedule for slot in layout(req)])
+        self._masks1 = SlotBuffer(_mask_and_sent_slots(schedule)[0])
+
+    def bundle(self, prg0: Prg, prg1: Prg) -> torch.Tensor:
+        share0, masks1 = iter(self._share0.draw(prg0)), iter(self._masks1.draw(prg1))
+        items = []
+        for req in self._schedule:
+            mine0 = [next(share0) for _ in layout(req)]
+            share1 = deal_drawn(req, mine0, [next(masks1) for _ in free(req)])[1]
+            items.append([share1[i] for i in sent(req)])
+        return _join_bundle(items)
 
 
 def _lower_priority() -> None:

@@ -138,11 +138,12 @@ class _Fresh(Masks):
 class _Joint(Masks):
     """Masks made of party 0's and party 1's seeded shares of the item's ``free`` slots."""
 
-    def __init__(self, req: Request, share0: list[torch.Tensor], prg1: Prg) -> None:
+    def __init__(
+        self, req: Request, share0: list[torch.Tensor], masks1: list[torch.Tensor]
+    ) -> None:
         self._slots, self._free, self._share0 = layout(req), free(req), share0
-        self._prg1 = prg1
-        self.share1: list[torch.Tensor] = []
-        """Party 1's shares of the masks handed out, in order."""
+        self.share1 = masks1
+        """Party 1's shares of the masks, in ``free`` order."""
         self.given: list[torch.Tensor] = []
         """The masks handed out, in order."""
 
@@ -153,8 +154,7 @@ class _Joint(Masks):
         slot = self._slots[index]
         if tuple(shape) != slot.shape or dtype != slot.dtype:
             raise RuntimeError(f"mask {len(self.given)} does not fit slot {index}: {slot}")
-        s0, s1 = self._share0[index], random_share(slot, self._prg1)
-        self.share1.append(s1)
+        s0, s1 = self._share0[index], self.share1[len(self.given)]
         self.given.append(s0 ^ s1 if slot.binary else s0 + s1)
         return self.given[-1]
 
@@ -183,10 +183,23 @@ def deal(req: Request, prg0: Prg, prg1: Prg) -> tuple[list[torch.Tensor], list[t
     masks come from ``prg1`` (party 1 draws them itself, in ``free`` order) and the others are
     the values less party 0's shares (what the dealer sends, slots ``sent``). Each mask is
     uniform to either party, since the other's seed is unknown to it."""
-    share0 = draw_share0(req, prg0)
-    joint = _Joint(req, share0, prg1)
-    values = secrets(req, joint)
+    slots = layout(req)
+    return deal_drawn(
+        req, draw_share0(req, prg0), [random_share(slots[i], prg1) for i in free(req)]
+    )
+
+
+def deal_drawn(
+    req: Request, share0: list[torch.Tensor], masks1: list[torch.Tensor]
+) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+    """``deal`` with the seeded shares already drawn: ``share0`` party 0's of every slot, in
+    ``layout`` order, and ``masks1`` party 1's of the masks, in ``free`` order. A phase's
+    dealer draws them for all its items at once (``SlotBuffer``)."""
     masks = free(req)
+    if len(share0) != len(layout(req)) or len(masks1) != len(masks):
+        raise ValueError(f"the {req.kind.name} item got shares for other slots than its own")
+    joint = _Joint(req, share0, masks1)
+    values = secrets(req, joint)
     if len(joint.given) != len(masks):
         raise RuntimeError(f"the {req.kind.name} material left some of its masks untaken")
     taken = dict(zip(masks, zip(joint.given, joint.share1, strict=True), strict=True))
