@@ -11,17 +11,13 @@ from typing import Any
 import torch
 
 from tessera_ml.algorithms.mpc_mixed import data
-from tessera_ml.algorithms.mpc_mixed.dealer import (
-    FetchingProvider,
-    Provider,
-    SeededProvider,
-    receive_seed,
-)
+from tessera_ml.algorithms.mpc_mixed.dealer import receive_seed
 from tessera_ml.algorithms.mpc_mixed.messages import Message, Phase, reveal_model, send_to_holders
 from tessera_ml.algorithms.mpc_mixed.model import SharedMlp, forward, init_params, train_step
 from tessera_ml.algorithms.mpc_mixed.model_cnn import SIDE, cnn_forward, cnn_train_step, init_cnn
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
+from tessera_ml.algorithms.mpc_mixed.providers import FetchingProvider, Provider, SeededProvider
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 from tessera_ml.algorithms.mpc_mixed.roles import Roles, job_config, precision_of
 from tessera_ml.algorithms.mpc_mixed.spec import MpcMixedConfig

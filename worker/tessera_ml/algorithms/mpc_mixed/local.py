@@ -10,9 +10,9 @@ from typing import Any
 
 import torch
 
-from tessera_ml.algorithms.mpc_mixed.dealer import LocalDealer
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
+from tessera_ml.algorithms.mpc_mixed.providers import LocalDealer
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 from tessera_ml.comm.peer import local_pair, run_pair
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from tessera_ml.algorithms.mpc_mixed.dealer import Provider
+from tessera_ml.algorithms.mpc_mixed.providers import Provider
 from tessera_ml.comm.peer import Peer
 
 

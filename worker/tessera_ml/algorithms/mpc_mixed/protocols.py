@@ -14,8 +14,8 @@ from __future__ import annotations
 from tessera_ml.algorithms.mpc_mixed.arithmetic import Arithmetic
 from tessera_ml.algorithms.mpc_mixed.binary import Binary
 from tessera_ml.algorithms.mpc_mixed.conversion import Conversion
-from tessera_ml.algorithms.mpc_mixed.dealer import Provider
 from tessera_ml.algorithms.mpc_mixed.party import Party
+from tessera_ml.algorithms.mpc_mixed.providers import Provider
 from tessera_ml.algorithms.mpc_mixed.wide import Wide
 from tessera_ml.comm.peer import Peer
 

@@ -33,13 +33,13 @@ from typing import Any
 import torch
 
 from tessera_ml.algorithms.mpc_mixed import data
-from tessera_ml.algorithms.mpc_mixed.dealer import RecordingProvider
 from tessera_ml.algorithms.mpc_mixed.local import share_inputs
 from tessera_ml.algorithms.mpc_mixed.material import deal
 from tessera_ml.algorithms.mpc_mixed.model import SharedMlp, init_params, train_step
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.prg import KEY_BYTES, Prg
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
+from tessera_ml.algorithms.mpc_mixed.providers import RecordingProvider
 from tessera_ml.algorithms.mpc_mixed.request import Request
 from tessera_ml.comm.base import Communicator
 from tessera_ml.comm.pair_link import open_link

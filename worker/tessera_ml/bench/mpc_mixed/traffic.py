@@ -34,6 +34,7 @@ _PROTOCOLS = ("protocols.py", "party.py", "arithmetic.py", "conversion.py", "wid
 _NOT_SITES = (*_PROTOCOLS, "traffic.py")
 _OFFLINE = (
     "dealer.py",
+    "providers.py",
     "material.py",
     "material_kind.py",
     "material_beaver.py",
