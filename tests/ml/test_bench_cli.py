@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tessera_ml.bench.cli import available, main
+from tessera_ml.bench.hier_sync import bench as hier_sync_bench
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -56,10 +57,17 @@ def test_ddp_bench_runs_both_sides_and_writes_json(
 
 
 def test_hier_sync_bench_runs_only_the_parts_named(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert main(["hier_sync", "--set", "parts=speedy"]) == 2
     assert "parts must name some of agreement, speed, proportional" in capsys.readouterr().err
+    # a CPU share the kernel cannot give in the period asked for: refused before any part runs
+    ran: list[Path] = []
+    monkeypatch.setattr(hier_sync_bench, "agreement", lambda root: ran.append(root) or {})
+    short = ["parts=agreement,proportional", "slow_mode=cpu_limit", "cfs_period_us=2000"]
+    assert main(["hier_sync", *[a for s in short for a in ("--set", s)]]) == 2
+    assert "0.25 core in a 2000 us period" in capsys.readouterr().err
+    assert ran == []
     out = tmp_path / "hier_sync.json"
     settings = [
         "parts=proportional",

@@ -71,6 +71,9 @@ def test_a_share_too_small_for_the_period_is_refused_before_any_group_is_made() 
     assert quota_us(0.15, 10_000) == 1_500
     with pytest.raises(ValueError, match="below the kernel's minimum"):
         quota_us(0.15, 5_000)
+    for period_us in (999, 1_000_001):
+        with pytest.raises(ValueError, match="outside the kernel's"):
+            quota_us(1.0, period_us)
     prefix = "tessera-refused"
     with (
         pytest.raises(ValueError, match=f"minimum of {MIN_QUOTA_US} us"),

@@ -135,6 +135,7 @@ def serve(
                     comm.send(join_bundle([make(req, prg0, prg1)]), party1)
                     items += 1
                 schedules[key] = recorded
+                draws.pop(key, None)  # buffers laid out for the schedule this one replaces
             elif op == Command.CHECKPOINT:
                 if on_checkpoint is not None:
                     on_checkpoint(key)

@@ -40,7 +40,7 @@ import torch
 from tessera_ml.bench.api import BenchArgs, BenchReport
 from tessera_ml.bench.hier_sync.blocks import benchmark_gradient, block_sweep
 from tessera_ml.bench.hier_sync.compression import MODES, convergence_jobs, convergence_results
-from tessera_ml.bench.hier_sync.cpu_limit import PERIOD_US, cpu_groups, cpu_limit_kind
+from tessera_ml.bench.hier_sync.cpu_limit import PERIOD_US, cpu_groups, cpu_limit_kind, quota_us
 from tessera_ml.bench.hier_sync.jobs import ddp_params, hier_params, paced, run_measured
 from tessera_ml.bench.hier_sync.rss import MALLOC_ENV
 from tessera_ml.bench.hier_sync.torch_baselines import TorchJob
@@ -371,6 +371,20 @@ def bench(args: BenchArgs) -> BenchReport:
     block = int(extra.get("compression_block", 256))
     params["inter_node_compression"] = compression
     params["compression_block"] = block
+    repeats = int(extra.get("repeats", 1 if args.quick else 3))
+    params["proportional_repeats"] = repeats
+    params["slowdown"] = float(extra.get("slowdown", 2))
+    params["core_share"] = float(extra.get("core_share", 0.5))
+    params["proportional_devices"] = int(extra.get("proportional_devices", 2))
+    params["cfs_period_us"] = int(extra.get("cfs_period_us", PERIOD_US))
+    if params["proportional_devices"] < 2:
+        raise ValueError("proportional_devices must be at least 2 (devices per node)")
+    params["slow_mode"] = extra.get("slow_mode", "cpu_limit" if limit else "pace")
+    if params["slow_mode"] not in SLOW_MODES:
+        raise ValueError(f"slow_mode must be one of {SLOW_MODES}, not {params['slow_mode']!r}")
+    if "proportional" in parts and params["slow_mode"] == "cpu_limit":  # before any part runs
+        for share in (params["core_share"], params["core_share"] / params["slowdown"]):
+            quota_us(share, params["cfs_period_us"])
     results: dict[str, Any] = {}
     if "agreement" in parts:
         with tempfile.TemporaryDirectory(prefix="hier-sync-bench-") as root:
@@ -396,17 +410,6 @@ def bench(args: BenchArgs) -> BenchReport:
         params["convergence"] = converge
         outcomes = _world(convergence_jobs(NODES, converge, block))
         results.update(convergence_results(outcomes[0]))
-    repeats = int(extra.get("repeats", 1 if args.quick else 3))
-    params["proportional_repeats"] = repeats
-    params["slowdown"] = float(extra.get("slowdown", 2))
-    params["core_share"] = float(extra.get("core_share", 0.5))
-    params["proportional_devices"] = int(extra.get("proportional_devices", 2))
-    params["cfs_period_us"] = int(extra.get("cfs_period_us", PERIOD_US))
-    if params["proportional_devices"] < 2:
-        raise ValueError("proportional_devices must be at least 2 (devices per node)")
-    params["slow_mode"] = extra.get("slow_mode", "cpu_limit" if limit else "pace")
-    if params["slow_mode"] not in SLOW_MODES:
-        raise ValueError(f"slow_mode must be one of {SLOW_MODES}, not {params['slow_mode']!r}")
     if "proportional" in parts:
         results.update(
             proportional(

@@ -21,6 +21,8 @@ PERIOD_US = 100_000
 """The kernel's default CFS period."""
 MIN_QUOTA_US = 1_000
 """The smallest quota the kernel takes."""
+PERIODS_US = (1_000, 1_000_000)
+"""The shortest and longest CFS period the kernel takes."""
 V2 = Path("/sys/fs/cgroup/unified")
 V2_ROOT = Path("/sys/fs/cgroup")
 V1 = Path("/sys/fs/cgroup/cpu")
@@ -46,6 +48,11 @@ def cpu_limit_kind() -> str | None:
 def quota_us(share: float, period_us: int) -> int:
     """The quota that gives ``share`` of a core per period; a share the kernel cannot express
     in that period is refused rather than rounded up."""
+    shortest, longest = PERIODS_US
+    if not shortest <= period_us <= longest:
+        raise ValueError(
+            f"a CFS period of {period_us} us is outside the kernel's {shortest} to {longest} us"
+        )
     quota = round(share * period_us)
     if quota < MIN_QUOTA_US:
         raise ValueError(
