@@ -160,18 +160,24 @@ class _PhaseDraws:
     computed from the buffers and copied into the bundle before the next run refills them."""
 
     def __init__(self, schedule: list[Request]) -> None:
-        self._schedule = schedule
-        self._share0 = SlotBuffer([slot for req in schedule for slot in layout(req)])
+        layouts = [layout(req) for req in schedule]
+        self._share0 = SlotBuffer([slot for slots in layouts for slot in slots])
         self._masks1 = SlotBuffer(mask_and_sent_slots(schedule)[0])
+        # each item's tensors in the buffers, the same every run
+        share0, masks1 = iter(self._share0.tensors), iter(self._masks1.tensors)
+        self._items = [
+            (req, [next(share0) for _ in slots], [next(masks1) for _ in free(req)])
+            for req, slots in zip(schedule, layouts, strict=True)
+        ]
 
     def bundle(self, prg0: Prg, prg1: Prg) -> torch.Tensor:
-        share0, masks1 = iter(self._share0.draw(prg0)), iter(self._masks1.draw(prg1))
-        items = []
-        for req in self._schedule:
-            mine0 = [next(share0) for _ in layout(req)]
-            share1 = deal_drawn(req, mine0, [next(masks1) for _ in free(req)])[1]
-            items.append([share1[i] for i in sent(req)])
-        return join_bundle(items)
+        self._share0.draw(prg0)
+        self._masks1.draw(prg1)
+        sent_shares = []
+        for req, share0, masks1 in self._items:
+            share1 = deal_drawn(req, share0, masks1)[1]
+            sent_shares.append([share1[i] for i in sent(req)])
+        return join_bundle(sent_shares)
 
 
 def _lower_priority() -> None:

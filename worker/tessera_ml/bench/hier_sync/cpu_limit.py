@@ -4,9 +4,9 @@ cgroup v2 (``cpu.max``) where the unified hierarchy offers the ``cpu`` controlle
 ``cpu`` hierarchy (``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``: the same CFS bandwidth
 control). A group runs at most ``share * period_us`` microseconds in each period of
 ``period_us``; a shorter period spreads the same share more evenly over a step. ``cpu_groups``
-makes the groups (``None`` where neither can be written, e.g. without
-root); each rank process joins its own with ``join_cpu_group`` (its threads follow it), and
-the groups are removed once the ranks are gone.
+makes the groups (``None`` where neither can be written, e.g. without root); each rank process
+joins its own with ``join_cpu_group`` (its threads follow it), and the groups are removed once
+the ranks are gone.
 """
 
 from __future__ import annotations
