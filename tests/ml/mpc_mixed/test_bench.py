@@ -100,6 +100,34 @@ def test_each_mode_is_judged_by_its_job_with_the_lowest_whole_step() -> None:
     whole["all64_local_fan_in"] = whole["all64_local_tree"] = 0.2
     out = bench.headline(_results(whole), dict(bench.JOBS), plaintext=0.95)
     assert (out["all64_job"], out["all64_truncation"]) == ("all64_masked_tree", "masked")
+    # every job is 5 points below plaintext here: all are named, and the fastest still speaks
+    assert out["mixed_jobs_off_accuracy"] == list(bench.CANDIDATES["mixed"])
+
+
+def test_a_job_that_did_not_train_to_within_a_point_of_plaintext_is_passed_over() -> None:
+    whole = {name: 0.1 for name in bench.JOBS}
+    whole["mixed_local_tree"] = 0.07  # the fastest, but it met a wrong truncation
+    whole["mixed_tree"] = 0.08
+    whole["all64_local_fan_in"] = 0.09
+    results = _results(whole)
+    for name in bench.JOBS:
+        results[f"{name}_test_accuracy"] = 0.975
+    results["mixed_local_tree_test_accuracy"] = 0.1347
+    results["all64_local_fan_in_test_accuracy"] = 0.96  # 1.5 points below
+    out = bench.headline(results, dict(bench.JOBS), plaintext=0.98)
+    assert out["mixed_job"] == out["masked_mixed_job"] == "mixed_tree"
+    assert out["mixed_jobs_off_accuracy"] == ["mixed_local_tree"]
+    assert out["all64_jobs_off_accuracy"] == ["all64_local_fan_in"]
+    assert out["all64_job"] in ("all64_local_tree", "all64_masked_tree")
+    assert out["whole_step_time_ratio"] == pytest.approx(0.8)
+    assert out["accuracy_gap_points"] == pytest.approx(0.5)
+    # where no job of a mode trained that well, its fastest speaks for it, and its gap shows
+    for name in bench.CANDIDATES["mixed"]:
+        results[f"{name}_test_accuracy"] = 0.5
+    out = bench.headline(results, dict(bench.JOBS), plaintext=0.98)
+    assert out["mixed_job"] == "mixed_local_tree"
+    assert out["mixed_jobs_off_accuracy"] == list(bench.CANDIDATES["mixed"])
+    assert out["accuracy_gap_points"] == pytest.approx(48.0)
 
 
 def test_options_are_checked_and_one_comparison_keeps_its_jobs() -> None:
