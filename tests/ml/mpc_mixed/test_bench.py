@@ -121,6 +121,11 @@ def test_a_job_that_did_not_train_to_within_a_point_of_plaintext_is_passed_over(
     assert out["all64_job"] in ("all64_local_tree", "all64_masked_tree")
     assert out["whole_step_time_ratio"] == pytest.approx(0.8)
     assert out["accuracy_gap_points"] == pytest.approx(0.5)
+    # the masked pick passes over a diverged job too: mixed_tree (0.08) before mixed_fan_in (0.1)
+    results["mixed_tree_test_accuracy"] = 0.5
+    out = bench.headline(results, dict(bench.JOBS), plaintext=0.98)
+    assert out["masked_mixed_job"] == "mixed_fan_in"
+    assert out["mixed_jobs_off_accuracy"] == ["mixed_tree", "mixed_local_tree"]
     # where no job of a mode trained that well, its fastest speaks for it, and its gap shows
     for name in bench.CANDIDATES["mixed"]:
         results[f"{name}_test_accuracy"] = 0.5

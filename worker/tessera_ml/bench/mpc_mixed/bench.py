@@ -356,17 +356,18 @@ def headline(results: dict[str, Any], jobs: dict[str, Job], plaintext: float) ->
     out: dict[str, Any] = {}
     for mode, prefix in (("mixed", ""), ("all64", "all64_")):
         names = [n for n in CANDIDATES[mode] if n in jobs]
-        trained = _trained(names, results, plaintext)
-        out[f"{mode}_jobs_off_accuracy"] = [n for n in names if n not in trained]
-        best = _fastest(trained or names, results)
+        out[f"{mode}_jobs_off_accuracy"] = [
+            n for n in names if _gap_points(plaintext, results, n) > ACCURACY_POINTS
+        ]
+        best = _best(names, results, plaintext)
         out[f"{mode}_job"] = best
         out[f"{mode}_comparison"] = jobs[best].comparison
         out[f"{mode}_truncation"] = jobs[best].truncation
         for key in HEADLINE:
             out[prefix + key] = results[f"{best}_{key}"]
     out["plaintext_test_accuracy"] = plaintext
-    out["accuracy_gap_points"] = 100 * (plaintext - out["test_accuracy"])
-    out["all64_accuracy_gap_points"] = 100 * (plaintext - out["all64_test_accuracy"])
+    out["accuracy_gap_points"] = _gap_points(plaintext, results, out["mixed_job"])
+    out["all64_accuracy_gap_points"] = _gap_points(plaintext, results, out["all64_job"])
     for ratio, key in (
         ("whole_step_time_ratio", "whole_step_time_s"),
         ("online_step_time_ratio", "online_step_time_s"),
@@ -379,8 +380,7 @@ def headline(results: dict[str, Any], jobs: dict[str, Job], plaintext: float) ->
     masked = [n for n in CANDIDATES["mixed"] if n in jobs and jobs[n].truncation == "masked"]
     if masked:
         # mixed as it runs by default (masked truncation) against the same all64
-        best = _fastest(_trained(masked, results, plaintext) or masked, results)
-        out["masked_mixed_job"] = best
+        best = out["masked_mixed_job"] = _best(masked, results, plaintext)
         for ratio, key in (
             ("masked_mixed_whole_step_time_ratio", "whole_step_time_s"),
             ("masked_mixed_online_bytes_ratio", "online_bytes_per_step"),
@@ -397,17 +397,17 @@ def headline(results: dict[str, Any], jobs: dict[str, Job], plaintext: float) ->
     return out
 
 
-def _trained(names: list[str], results: dict[str, Any], plaintext: float) -> list[str]:
-    """The jobs of ``names`` whose test accuracy is within ``ACCURACY_POINTS`` of plaintext: a
-    job that met a wrong local truncation and diverged is no user's pick."""
-    return [
-        n for n in names if 100 * (plaintext - results[f"{n}_test_accuracy"]) <= ACCURACY_POINTS
-    ]
+def _gap_points(plaintext: float, results: dict[str, Any], job: str) -> float:
+    """How many points of test accuracy ``job`` ended below plaintext."""
+    return 100 * (plaintext - results[f"{job}_test_accuracy"])
 
 
-def _fastest(names: list[str], results: dict[str, Any]) -> str:
-    """Of the jobs ``names``, the one with the lowest median whole step."""
-    return min(names, key=lambda n: results[f"{n}_whole_step_time_s"])
+def _best(names: list[str], results: dict[str, Any], plaintext: float) -> str:
+    """Of the jobs ``names``, the one with the lowest median whole step among those within
+    ``ACCURACY_POINTS`` of plaintext (a job that met a wrong local truncation and diverged is
+    no user's pick), or among all of them where none is."""
+    trained = [n for n in names if _gap_points(plaintext, results, n) <= ACCURACY_POINTS]
+    return min(trained or names, key=lambda n: results[f"{n}_whole_step_time_s"])
 
 
 def _cross_party_tls(runs: list[list[RankOutcome]]) -> bool:
