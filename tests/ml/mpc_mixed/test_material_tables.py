@@ -1,4 +1,5 @@
-"""The dealer's comparison tables, formed arithmetically, against their definition bit by bit."""
+"""The dealer's comparison tables, formed arithmetically, and the ``equal`` tables the parties
+derive from their shares of them, against their definition bit by bit."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import torch
 
 from tessera_ml.algorithms.mpc_mixed import comparison
 from tessera_ml.algorithms.mpc_mixed.comparison import CHUNK_BITS, compare_chunks, table_words
-from tessera_ml.algorithms.mpc_mixed.material_bits import _chunk_tables
+from tessera_ml.algorithms.mpc_mixed.material_bits import _less_tables
 
 
 def _by_definition(r_low: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -23,15 +24,38 @@ def _by_definition(r_low: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.
     return comparison.pack(less), comparison.pack(equal)
 
 
-@pytest.mark.parametrize("bits", [32, 64])
-@pytest.mark.parametrize("shape", [(1,), (7, 5), (3, 2, 4)])
-def test_chunk_tables_match_their_definition(bits: int, shape: tuple[int, ...]) -> None:
+def _r_low(bits: int, shape: tuple[int, ...]) -> torch.Tensor:
     gen = torch.Generator().manual_seed(bits)
     r = torch.randint(-(2**62), 2**62, shape, dtype=torch.int64, generator=gen) * 2
     r.view(-1)[0] = -1  # every chunk 15 where the bits reach: the top table bit is the sign bit
-    r_low = r & ((1 << (bits - 1)) - 1)
-    less, equal = _chunk_tables(r_low, bits)
-    want_less, want_equal = _by_definition(r_low, bits)
+    if r.numel() > 1:
+        r.view(-1)[1] = 0  # every chunk 0: the equal tables' bits that come from no less bit
+    return r & ((1 << (bits - 1)) - 1)
+
+
+@pytest.mark.parametrize("bits", [32, 64])
+@pytest.mark.parametrize("shape", [(1,), (7, 5), (3, 2, 4)])
+def test_less_tables_match_their_definition(bits: int, shape: tuple[int, ...]) -> None:
+    r_low = _r_low(bits, shape)
+    less = _less_tables(r_low, bits)
+    want_less, _ = _by_definition(r_low, bits)
     assert less.shape == (*shape, table_words(bits)) and less.dtype == torch.int64
     assert torch.equal(less, want_less)
+
+
+@pytest.mark.parametrize("bits", [32, 64])
+@pytest.mark.parametrize("shape", [(1,), (7, 5), (3, 2, 4)])
+def test_equal_tables_derived_from_xor_shares_of_less_match_their_definition(
+    bits: int, shape: tuple[int, ...]
+) -> None:
+    r_low = _r_low(bits, shape)
+    less = _less_tables(r_low, bits)
+    gen = torch.Generator().manual_seed(bits + 1)
+    less0 = torch.randint(-(2**63), 2**63 - 1, less.shape, dtype=torch.int64, generator=gen)
+    less1 = less ^ less0
+    equal = comparison.equal_tables(less0, True) ^ comparison.equal_tables(less1, False)
+    _, want_equal = _by_definition(r_low, bits)
     assert torch.equal(equal, want_equal)
+    # the ones for [chunk > -1] are added once, by the first party
+    both_second = comparison.equal_tables(less0, False) ^ comparison.equal_tables(less1, False)
+    assert not torch.equal(both_second, want_equal)

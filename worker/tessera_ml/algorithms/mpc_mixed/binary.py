@@ -61,14 +61,15 @@ class Binary:
         fan_in = self.comparison == "fan_in"
         req = Request(Kind.COMPARE, bits, tuple(x.shape), fan_in=fan_in)
         item = self.party.provider.get(req)
-        r, r_msb, less, equal, rest = item[0], item[1], item[2], item[3], item[4:]
+        r, r_msb, less, rest = item[0], item[1], item[2], item[3:]
         c = self.party.reveal(x + r)
-        # per chunk, [r > c] and [r == c] are entries of the dealer's tables at c's chunk
+        # per chunk, [r > c] and [r == c] are entries of the tables of r at c's chunk
         chunks = compare_chunks(bits)
         at = torch.arange(chunks, dtype=torch.int64) * CHUNK_BITS
         c_low = c.to(torch.int64) & ((1 << (bits - 1)) - 1)
         value = (c_low.unsqueeze(-1) >> at) & ((1 << CHUNK_BITS) - 1)
         index = (torch.arange(chunks, dtype=torch.int64) << CHUNK_BITS) + value
+        equal = comparison.equal_tables(less, self.party.index == 0)
         g, e = _pick(less, index), _pick(equal, index)
         if fan_in:
             borrow = self._borrow_fan_in(g, e, bits, rest)

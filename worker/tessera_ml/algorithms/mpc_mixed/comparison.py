@@ -48,6 +48,17 @@ def table_words(bits: int) -> int:
     return -(-(compare_chunks(bits) << CHUNK_BITS) // 64)
 
 
+def equal_tables(less: torch.Tensor, first: bool) -> torch.Tensor:
+    """XOR shares of the ``equal`` tables ([chunk == v]) from XOR shares of the packed
+    ``less`` tables ([chunk > v]): [chunk == v] = [chunk > v - 1] XOR [chunk > v], with
+    [chunk > -1] = 1, so each party shifts its own words up a bit within each table and the
+    first party adds the ones. Linear over XOR, so the dealer sends only ``less``."""
+    size = 1 << CHUNK_BITS
+    starts = sum(1 << (i * size) for i in range(WORD // size))  # bit 0 of each table
+    shifted = (less << 1) & ~starts
+    return less ^ (shifted | starts) if first else less ^ shifted
+
+
 def tree_levels(bits: int) -> int:
     """Levels of the tree comparison's prefix tree, two chunks per node."""
     return (compare_chunks(bits) - 1).bit_length()

@@ -27,7 +27,8 @@ from tessera_ml.algorithms.mpc_mixed.ring import Ring
 
 
 class Compare(MaterialKind):
-    """r, msb(r) (XOR) and the per-chunk tables of r's low bits, then what combines the chunks:
+    """r, msb(r) (XOR) and the per-chunk ``less`` tables of r's low bits (the parties derive
+    the ``equal`` tables from them), then what combines the chunks:
     per level of the tree, AND triples on ring words; per level of ``fan_in``, the factors'
     masks and the ANDs of their subsets."""
 
@@ -36,7 +37,7 @@ class Compare(MaterialKind):
     def layout(self, req: Request) -> list[Slot]:
         s = req.shape
         table = Slot((*s, table_words(req.bits)), torch.int64, True)
-        slots = [arithmetic(s, req.bits), Slot(s, torch.uint8, True), table, table]
+        slots = [arithmetic(s, req.bits), Slot(s, torch.uint8, True), table]
         if not req.fan_in:
             gates = 5 * (tree_levels(req.bits) - 1) + 3
             return slots + [Slot(s, dtype_of(req.bits), True)] * gates
@@ -47,7 +48,7 @@ class Compare(MaterialKind):
         return slots
 
     def free(self, req: Request) -> list[int]:
-        out, index = [0], 4  # r, then after msb(r) and the two tables what combines the chunks
+        out, index = [0], 3  # r, then after msb(r) and the table what combines the chunks
         if req.fan_in:
             words = comparison.words_for(math.prod(req.shape))
             for level in comparison.levels(req.bits):
@@ -64,8 +65,8 @@ class Compare(MaterialKind):
     def draw(self, req: Request, masks: Masks) -> list[torch.Tensor]:
         ring, s = ring_of(req), req.shape
         r = masks.ring(ring, s)
-        less, equal = _chunk_tables(r.to(torch.int64) & ((1 << (req.bits - 1)) - 1), req.bits)
-        out = [r, ring.msb(r).to(torch.uint8), less, equal]
+        less = _less_tables(r.to(torch.int64) & ((1 << (req.bits - 1)) - 1), req.bits)
+        out = [r, ring.msb(r).to(torch.uint8), less]
         if req.fan_in:
             words = comparison.words_for(math.prod(s))
             for fan_in_level in comparison.levels(req.bits):
@@ -107,29 +108,24 @@ class Select(MaterialKind):
         return out
 
 
-def _chunk_tables(r_low: torch.Tensor, bits: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per chunk j of r, bit v of table j is [chunk > v] (``less``) or [chunk == v]
-    (``equal``); table j starts at bit j * 2^CHUNK_BITS of the packed words.
+def _less_tables(r_low: torch.Tensor, bits: int) -> torch.Tensor:
+    """Per chunk j of r, bit v of table j is [chunk > v]; table j starts at bit
+    j * 2^CHUNK_BITS of the packed words.
 
-    For a chunk value c the ``equal`` table is the single bit 1 << c and the ``less`` table the
-    c bits below it, (1 << c) - 1: both are formed as integers and shifted into place, and the
-    tables sharing a word are disjoint, so adding them packs them.
+    For a chunk value c the table is the c bits below bit c, (1 << c) - 1: formed as an
+    integer and shifted into place; the tables sharing a word are disjoint, so adding them
+    packs them.
     """
     chunks, size = compare_chunks(bits), 1 << CHUNK_BITS
     per_word = 64 // size
     words = table_words(bits)
     shifts = torch.arange(chunks, dtype=torch.int64) * CHUNK_BITS
     values = (r_low.unsqueeze(-1) >> shifts) & (size - 1)
-    equal = torch.ones_like(values) << values
-    less = equal - 1
+    less = (torch.ones_like(values) << values) - 1
     place = (torch.arange(chunks, dtype=torch.int64) % per_word) * size
     pad = words * per_word - chunks
-
-    def packed(tables: torch.Tensor) -> torch.Tensor:
-        placed = torch.nn.functional.pad(tables << place, (0, pad))
-        return placed.view(*tables.shape[:-1], words, per_word).sum(-1)
-
-    return packed(less), packed(equal)
+    placed = torch.nn.functional.pad(less << place, (0, pad))
+    return placed.view(*less.shape[:-1], words, per_word).sum(-1)
 
 
 BIT_MATERIALS = (Compare(), Select())
