@@ -2,6 +2,7 @@
 1's received bundles, and training that keeps none of them."""
 
 import numpy as np
+import pytest
 import torch
 
 from tessera_ml.algorithms.mpc_mixed import data, material
@@ -171,3 +172,12 @@ def test_training_keeps_nothing_in_the_buffers_the_next_step_refills() -> None:
     for name, value in ref.p.items():
         revealed = prec.backward.decode(params0[name] + params1[name])
         assert torch.allclose(revealed, value, atol=0.03), name
+
+
+def test_a_phase_buffer_is_cut_back_into_its_items_in_order_and_only_whole() -> None:
+    tensors = [torch.full((1,), i) for i in range(6)]
+    items = material.grouped(tensors, [2, 0, 3, 1])
+    assert [[int(t) for t in item] for item in items] == [[0, 1], [], [2, 3, 4], [5]]
+    assert all(t is tensors[int(t)] for item in items for t in item)  # the buffer's own views
+    with pytest.raises(ValueError, match="6 tensors do not make items of 5"):
+        material.grouped(tensors, [2, 3])

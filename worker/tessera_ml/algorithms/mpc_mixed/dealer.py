@@ -29,6 +29,7 @@ from tessera_ml.algorithms.mpc_mixed.material import (
     deal,
     deal_drawn,
     free,
+    grouped,
     layout,
     sent,
     slot_bytes,
@@ -164,11 +165,9 @@ class _PhaseDraws:
         self._share0 = SlotBuffer([slot for slots in layouts for slot in slots])
         self._masks1 = SlotBuffer(mask_and_sent_slots(schedule)[0])
         # each item's tensors in the buffers, the same every run
-        share0, masks1 = iter(self._share0.tensors), iter(self._masks1.tensors)
-        self._items = [
-            (req, [next(share0) for _ in slots], [next(masks1) for _ in free(req)])
-            for req, slots in zip(schedule, layouts, strict=True)
-        ]
+        share0 = grouped(self._share0.tensors, [len(slots) for slots in layouts])
+        masks1 = grouped(self._masks1.tensors, [len(free(req)) for req in schedule])
+        self._items = list(zip(schedule, share0, masks1, strict=True))
 
     def bundle(self, prg0: Prg, prg1: Prg) -> torch.Tensor:
         self._share0.draw(prg0)

@@ -80,6 +80,15 @@ def random_shares(slots: list[Slot], prg: Prg) -> list[torch.Tensor]:
     return list(SlotBuffer(slots).draw(prg))
 
 
+def grouped(tensors: list[torch.Tensor], sizes: list[int]) -> list[list[torch.Tensor]]:
+    """``tensors`` cut, in order, into consecutive lists of ``sizes[i]`` tensors: a phase's
+    slots, laid out end to end in one buffer, back into its items."""
+    if sum(sizes) != len(tensors):
+        raise ValueError(f"{len(tensors)} tensors do not make items of {sum(sizes)}")
+    rest = iter(tensors)
+    return [[next(rest) for _ in range(size)] for size in sizes]
+
+
 class SlotBuffer:
     """``slots`` end to end over one byte buffer, as a stream or the dealer's bundle lays them
     out, and a tensor per slot that stays the same from run to run: a view of the buffer where

@@ -37,6 +37,7 @@ from tessera_ml.algorithms.mpc_mixed.material import (
     deal,
     draw_share0,
     free,
+    grouped,
     layout,
     random_shares,
 )
@@ -217,8 +218,7 @@ class SeededProvider(_SeededRuns):
         if key not in self._buffers:
             layouts = [layout(r) for r in schedule]
             buffer = SlotBuffer([slot for slots in layouts for slot in slots])
-            tensors = iter(buffer.tensors)
-            self._buffers[key] = buffer, [[next(tensors) for _ in slots] for slots in layouts]
+            self._buffers[key] = buffer, grouped(buffer.tensors, [len(s) for s in layouts])
         buffer, items = self._buffers[key]
         buffer.draw(self._prg)
         return [list(item) for item in items]
