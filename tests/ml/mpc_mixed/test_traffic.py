@@ -7,7 +7,7 @@ import torch
 
 from tessera_ml.algorithms.mpc_mixed.local import engines
 from tessera_ml.algorithms.mpc_mixed.request import Kind, Request
-from tessera_ml.bench.mpc_mixed.traffic import _CountingOps, one_step
+from tessera_ml.bench.mpc_mixed.traffic import _CountingMaterial, _CountingOps, one_step
 
 
 @pytest.mark.parametrize("mode", ["mixed", "all64"])
@@ -41,3 +41,18 @@ def test_the_dealers_work_is_not_counted() -> None:
     with _CountingOps(ops):
         torch.ones(3) + 1
     assert sum(ops.values()) >= 2
+
+
+def test_offline_count_is_party_1s_material_and_what_a_dealer_sends_of_it() -> None:
+    _, e1 = engines(0)
+    material = _CountingMaterial(e1.provider)
+    got = [
+        material.get(Request(Kind.MATMUL, 32, (4, 4), (4, 4))),
+        material.get(Request(Kind.COMPARE, 64, (3,))),
+    ]
+    assert material.shares == sum(t.numel() * t.element_size() for item in got for t in item)
+    # the masks are drawn by party 1 from its own seed: the dealer sends the rest
+    assert 0 < material.sent == e1.provider.stats.bytes_received < material.shares
+    counting = one_step("mixed", hidden=8, batch=8)
+    assert counting.material is not None
+    assert 0 < counting.material.sent < counting.material.shares

@@ -5,7 +5,9 @@
 of the digits MLP with batch norm on two in-process parties, in every mode, and prints what
 compute party 0 sends, grouped by the model-level function and the protocol that opened it.
 With ``--ops`` it also counts party 0's torch operations (every call that reaches torch's
-function dispatch) at each site: over a fast link, a step's time is mostly their cost.
+function dispatch) at each site: over a fast link, a step's time is mostly their cost. It also
+prints what a dealer rank would send compute party 1 for the step (its shares of every slot but
+the masks, ``dealer.bundle_bytes``) against all of party 1's shares.
 """
 
 from __future__ import annotations
@@ -22,10 +24,14 @@ from torch.overrides import TorchFunctionMode
 
 from tessera_ml.algorithms import mpc_mixed
 from tessera_ml.algorithms.mpc_mixed import data
+from tessera_ml.algorithms.mpc_mixed.dealer import bundle_bytes
 from tessera_ml.algorithms.mpc_mixed.local import engines, share_inputs
+from tessera_ml.algorithms.mpc_mixed.material import layout, slot_bytes
 from tessera_ml.algorithms.mpc_mixed.model import SharedMlp, init_params, train_step
 from tessera_ml.algorithms.mpc_mixed.precision import MODES, Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
+from tessera_ml.algorithms.mpc_mixed.providers import Provider
+from tessera_ml.algorithms.mpc_mixed.request import Request
 from tessera_ml.comm.peer import Peer, run_pair
 
 _HERE = Path(mpc_mixed.__file__).parent  # the algorithm's modules, whose frames name a site
@@ -63,12 +69,27 @@ class _Counting:
         self.bytes: Counter[str] = Counter()
         self.rounds: Counter[str] = Counter()
         self.ops: Counter[str] = Counter()
+        self.material: _CountingMaterial | None = None
         peer.on_exchange = self._count
 
     def _count(self, tensors: list[torch.Tensor]) -> None:
         site = _site() or "?"
         self.bytes[site] += sum(t.numel() * t.element_size() for t in tensors)
         self.rounds[site] += 1
+
+
+class _CountingMaterial(Provider):
+    """Party 1's provider, counting the bytes of the material it is given: what a dealer rank
+    would send (``sent``) and all of its shares (``shares``)."""
+
+    def __init__(self, inner: Provider) -> None:
+        self.inner, self.stats = inner, inner.stats
+        self.sent = self.shares = 0
+
+    def get(self, req: Request) -> list[torch.Tensor]:
+        self.sent += bundle_bytes([req])
+        self.shares += sum(slot_bytes(slot) for slot in layout(req))
+        return self.inner.get(req)
 
 
 class _CountingOps(TorchFunctionMode):
@@ -108,6 +129,7 @@ def one_step(
 
     e0, e1 = engines(0, comparison=comparison, truncation=truncation)
     counting = _Counting(e0.peer)
+    counting.material = e1.provider = _CountingMaterial(e1.provider)
 
     def party(eng: Engine, i: int) -> None:
         model = SharedMlp.from_plain(eng, params, prec.backward, True)
@@ -139,6 +161,12 @@ def main() -> None:
         print(line)
         for site, sent in counting.bytes.most_common():
             print(f"  {sent:>9,}  {counting.rounds[site]:>3} rounds  {site}")
+        if counting.material is not None:
+            material = counting.material
+            print(
+                f"  offline, dealer -> party 1: {material.sent:,} bytes "
+                f"of the {material.shares:,} of party 1's shares"
+            )
         if args.ops:
             print("  torch operations by site:")
             for site, n in counting.ops.most_common():
