@@ -59,3 +59,9 @@ def test_equal_tables_derived_from_xor_shares_of_less_match_their_definition(
     # the ones for [chunk > -1] are added once, by the first party
     both_second = comparison.equal_tables(less0, False) ^ comparison.equal_tables(less1, False)
     assert not torch.equal(both_second, want_equal)
+    # on a share of zeros the second party's derivation adds nothing and the first's only
+    # those ones: bit 0 of each table
+    table_starts = sum(1 << (i * (1 << CHUNK_BITS)) for i in range(64 >> CHUNK_BITS))
+    zeros = torch.zeros_like(less0)
+    assert torch.equal(comparison.equal_tables(zeros, False), zeros)
+    assert torch.equal(comparison.equal_tables(zeros, True), zeros + table_starts)
