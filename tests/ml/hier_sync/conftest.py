@@ -36,7 +36,8 @@ COMMON = {"steps": STEPS, "batch_size": 16, "seed": 3, "model": {"kind": "mlp", 
 SGD = {**COMMON, "optimizer": "sgd", "lr": 0.05, "momentum": 0.9}
 ADAM = {**COMMON, "optimizer": "adam", "lr": 0.002}
 UNEVEN = {"slicing": "memory", "capacities": [0.7, 0.3]}
-SMALL_BUCKETS = {"bucket_bytes": 4096}
+SMALL_BUCKETS = {"bucket_bytes": 1024}
+"""Two buckets for the MLP below: the last layer, then the first."""
 INT8 = {"inter_node_compression": "int8", "compression_block": 64}
 RINGS = {"intra_node_transport": "ring"}
 # MLP 64 -> 48 -> 10: G bytes of parameters; SGD with momentum keeps G bytes of state. Every

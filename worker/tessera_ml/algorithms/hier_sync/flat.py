@@ -1,8 +1,12 @@
 """A model's parameters and gradients as two flat buffers, cut into buckets.
 
 Parameters are laid out last-layer first, so the buckets become ready in order while the
-backward pass runs. Each parameter (and its ``.grad``) becomes a view into the buffers, and
-autograd accumulates into those views in place.
+backward pass runs. A bucket takes parameters until it holds at least ``bucket_bytes``, as
+``DistributedDataParallel`` fills its buckets: a layer's bias, laid out just before its weight
+and ready at the same moment, then shares the weight's bucket instead of closing a bucket of
+its own, and every bucket costs a barrier and a collective whatever its size. Each parameter
+(and its ``.grad``) becomes a view into the buffers, and autograd accumulates into those views
+in place.
 """
 
 from __future__ import annotations
@@ -36,7 +40,7 @@ class FlatParams:
         offset = bucket_start = 0
         for p in params:
             n = p.numel()
-            if offset > bucket_start and (offset + n - bucket_start) * element_bytes > bucket_bytes:
+            if (offset - bucket_start) * element_bytes >= bucket_bytes:
                 self.buckets.append((bucket_start, offset))
                 bucket_start = offset
             self.bucket_of.append(len(self.buckets))

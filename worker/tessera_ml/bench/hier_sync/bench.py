@@ -116,7 +116,8 @@ def agreement(root: Path) -> dict[str, float]:
         "lr": 0.05,
     }
     saved = {**config, "checkpoint_interval": AGREEMENT_STEPS}
-    uneven = {"slicing": "memory", "capacities": [0.7, 0.3], "bucket_bytes": 8192}
+    # two buckets (the last layer, then the first), each cut 0.7/0.3
+    uneven = {"slicing": "memory", "capacities": [0.7, 0.3], "bucket_bytes": 2048}
     jobs: list[WorldJob | TorchJob] = [
         TorchJob("torch_ddp", NODES, config, "torch_ddp", keep_params=True),
         TorchJob("fsdp_hybrid", NODES, config, "fsdp_hybrid", keep_params=True),
