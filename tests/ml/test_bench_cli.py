@@ -90,6 +90,11 @@ def test_hier_sync_bench_runs_only_the_parts_named(
     assert results["pace_per_device"] == [1.0, 1.0, 0.5] * 2
     assert results["intra_node_transport"] == ["shared_memory"]
     assert results["slow_device_sharded_phase_s_equal"] > 0
+    cpu = results["slow_device_sharded_phase_cpu_s_equal"]
+    assert cpu > 0
+    assert results["slow_device_sharded_phase_cpu_ratio"] == pytest.approx(
+        results["slow_device_sharded_phase_cpu_s_proportional"] / cpu
+    )
     # neither the agreement nor the speed part ran
     assert "torch_ddp_step_time_s" not in results
     assert not any(key.startswith("max_abs_param_diff") for key in results)

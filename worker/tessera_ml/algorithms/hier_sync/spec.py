@@ -131,6 +131,7 @@ SPEC = HierSyncSpec(
         "state_bytes",
         "optimizer_state_bytes",
         "sharded_phase_s",
+        "sharded_phase_cpu_s",
         "slice_fraction",
         "progress",
         "eval_loss",

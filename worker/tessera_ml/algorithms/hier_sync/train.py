@@ -51,6 +51,8 @@ class Trainer:
             ctx.comm, self.topology, self.config, ctx.slot, ctx.device, self.flat.nbytes
         )
         self.sharded_phase_s = 0.0
+        self.sharded_phase_cpu_s = 0.0
+        """The process's CPU time (all its threads) over the last step's sharded phase."""
         self.sync = HierSync(
             ctx.comm,
             self.topology,
@@ -75,12 +77,13 @@ class Trainer:
             target = y if self.data.task == "classification" else y.view(out.shape)
             loss = self.criterion(out, target)
             loss.backward()
-        backward_done = time.perf_counter()
+        backward_done, cpu_then = time.perf_counter(), time.process_time()
         with self.ctx.harness.work():
             self.sync.finish_gradients()
         with self.ctx.harness.work():
             self.sync.apply()
         self.sharded_phase_s = time.perf_counter() - backward_done
+        self.sharded_phase_cpu_s = time.process_time() - cpu_then
         return float(loss.detach())
 
     def link_bytes(self) -> dict[str, float]:
@@ -118,6 +121,7 @@ class Trainer:
                 "step_time_s": elapsed,
                 "throughput": config.batch_size * self.topology.world_size / max(elapsed, 1e-9),
                 "sharded_phase_s": self.sharded_phase_s,
+                "sharded_phase_cpu_s": self.sharded_phase_cpu_s,
                 "state_bytes": float(self.sync.state_bytes()),
                 "optimizer_state_bytes": float(optimizer_state_bytes(self.sync.optimizer)),
                 "slice_fraction": self.sync.slice_numel / self.flat.numel,

@@ -305,19 +305,30 @@ def proportional(
     equal_time = _slowest(outcomes, equal, "step_time_s", warmup, everyone)
     sized_time = _slowest(outcomes, sized, "step_time_s", warmup, everyone)
     phases = {
-        (name, kind): _slowest(outcomes, jobs_, "sharded_phase_s", warmup, ranks)
+        (name, kind, metric): _slowest(outcomes, jobs_, metric, warmup, ranks)
         for name, jobs_ in (("equal", equal), ("sized", sized))
         for kind, ranks in (("slow", slow_ranks), ("fast", fast_ranks))
+        for metric in ("sharded_phase_s", "sharded_phase_cpu_s")
     }
+    wall, cpu = "sharded_phase_s", "sharded_phase_cpu_s"
     results = [o["sized-0"].result for o in outcomes]
     return {
         "equal_slices_step_time_s": equal_time,
         "proportional_slices_step_time_s": sized_time,
         "proportional_vs_equal_step_time_ratio": sized_time / equal_time,
-        "slow_device_sharded_phase_s_equal": phases[("equal", "slow")],
-        "slow_device_sharded_phase_s_proportional": phases[("sized", "slow")],
-        "slow_device_sharded_phase_ratio": phases[("sized", "slow")] / phases[("equal", "slow")],
-        "fast_device_sharded_phase_ratio": phases[("sized", "fast")] / phases[("equal", "fast")],
+        "slow_device_sharded_phase_s_equal": phases[("equal", "slow", wall)],
+        "slow_device_sharded_phase_s_proportional": phases[("sized", "slow", wall)],
+        "slow_device_sharded_phase_ratio": (
+            phases[("sized", "slow", wall)] / phases[("equal", "slow", wall)]
+        ),
+        "fast_device_sharded_phase_ratio": (
+            phases[("sized", "fast", wall)] / phases[("equal", "fast", wall)]
+        ),
+        "slow_device_sharded_phase_cpu_s_equal": phases[("equal", "slow", cpu)],
+        "slow_device_sharded_phase_cpu_s_proportional": phases[("sized", "slow", cpu)],
+        "slow_device_sharded_phase_cpu_ratio": (
+            phases[("sized", "slow", cpu)] / phases[("equal", "slow", cpu)]
+        ),
         "slow_device_slice_ratio": devices * results[slow_ranks[0]]["slice_fractions"][-1],
         "capacity_fractions": [r["capacity_fractions"][r["device_number"]] for r in results],
         "slice_fractions": [r["slice_fractions"][r["device_number"]] for r in results],
