@@ -48,21 +48,20 @@ def test_a_bucket_fills_to_at_least_its_bytes_and_a_bias_shares_its_weights_buck
     assert all(n * 4 >= 4 << 20 for n in sizes(flat)[:-1])
 
 
-@pytest.mark.parametrize("bucket_bytes", [1024, 4096, 1 << 20])
+@pytest.mark.parametrize(
+    ("bucket_bytes", "expected"),
+    [
+        # laid out: 10 (last bias), 320, 32, 1536, 48, 3072 (first weight) elements
+        (1024, [10 + 320, 32 + 1536, 48 + 3072]),
+        (4096, [10 + 320 + 32 + 1536, 48 + 3072]),
+        (1 << 20, [10 + 320 + 32 + 1536 + 48 + 3072]),
+    ],
+)
 def test_a_bucket_closes_on_the_first_parameter_that_brings_it_to_its_bytes(
-    bucket_bytes: int,
+    bucket_bytes: int, expected: list[int]
 ) -> None:
-    model = mlp(64, 48, 32, 10)
-    flat = FlatParams(model, bucket_bytes)
-    cap = bucket_bytes // 4
-    expected: list[int] = []
-    filled = 0
-    for p in flat.params:
-        if filled >= cap:
-            expected.append(filled)
-            filled = 0
-        filled += p.numel()
-    expected.append(filled)
+    flat = FlatParams(mlp(64, 48, 32, 10), bucket_bytes)
+    assert [p.numel() for p in flat.params] == [10, 320, 32, 1536, 48, 3072]
     assert sizes(flat) == expected
     # the parameters' views sit in their buckets, in layout order
     offset = 0
