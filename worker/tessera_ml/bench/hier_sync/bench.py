@@ -304,13 +304,13 @@ def proportional(
     everyone = range(2 * devices)
     equal_time = _slowest(outcomes, equal, "step_time_s", warmup, everyone)
     sized_time = _slowest(outcomes, sized, "step_time_s", warmup, everyone)
+    wall, cpu = "sharded_phase_s", "sharded_phase_cpu_s"
     phases = {
         (name, kind, metric): _slowest(outcomes, jobs_, metric, warmup, ranks)
         for name, jobs_ in (("equal", equal), ("sized", sized))
         for kind, ranks in (("slow", slow_ranks), ("fast", fast_ranks))
-        for metric in ("sharded_phase_s", "sharded_phase_cpu_s")
+        for metric in (wall, cpu)
     }
-    wall, cpu = "sharded_phase_s", "sharded_phase_cpu_s"
     results = [o["sized-0"].result for o in outcomes]
     return {
         "equal_slices_step_time_s": equal_time,
