@@ -1,10 +1,13 @@
 """The benchmark's real CPU limits (``hier_sync``'s proportional slicing): a process in a group
-gets no more than its share of a core, and the groups are gone afterwards."""
+gets no more than its share of a core, processes that contend for one core split it in
+proportion to their shares, and the groups are gone afterwards."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +21,7 @@ from tessera_ml.bench.hier_sync.cpu_limit import (
     cpu_groups,
     cpu_limit_kind,
     quota_us,
+    weight,
 )
 
 limits = pytest.mark.skipif(
@@ -30,6 +34,20 @@ from tessera_ml.bench.hier_sync.cpu_limit import join_cpu_group
 join_cpu_group(sys.argv[1])
 start = time.process_time()
 end = time.monotonic() + float(sys.argv[2])
+while time.monotonic() < end:
+    pass
+print(time.process_time() - start)
+"""
+
+
+CONTEND = """
+import os, sys, time
+from tessera_ml.bench.hier_sync.cpu_limit import join_cpu_group
+join_cpu_group(sys.argv[1])
+os.sched_setaffinity(0, {int(sys.argv[2])})
+begin, end = float(sys.argv[3]), float(sys.argv[4])
+time.sleep(max(begin - time.monotonic(), 0))
+start = time.process_time()
 while time.monotonic() < end:
     pass
 print(time.process_time() - start)
@@ -65,6 +83,34 @@ def test_a_busy_process_gets_at_most_its_share_and_the_groups_go_afterwards(
     # a whole core's quota lets the same loop run well past that share
     assert free > limited
     assert not any(Path(g).exists() for g in groups)
+
+
+@limits
+def test_two_processes_on_one_core_split_it_in_proportion_to_their_shares() -> None:
+    """A full share and a half share, both busy on the same core: the quotas alone (a core's
+    period and half of it) would let them share it evenly, the weights give 2:1."""
+    core = min(os.sched_getaffinity(0))
+    begin = time.monotonic() + 2.0  # both loops run over the same 1.5 s
+    with cpu_groups([1.0, 0.5]) as groups:
+        assert groups is not None
+        loops = [
+            subprocess.Popen(
+                [sys.executable, "-c", CONTEND, group, str(core), str(begin), str(begin + 1.5)],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            for group in groups
+        ]
+        full, half = (float(loop.communicate(timeout=60)[0].strip()) for loop in loops)
+    # 2:1 gives the half share 0.5 of the full one's time, an even split 1.0
+    assert half < 0.75 * full, (full, half)
+
+
+def test_weights_follow_the_shares() -> None:
+    assert weight(0.3, 0.3, "v1") == 1024
+    assert weight(0.15, 0.3, "v1") == 512
+    assert weight(0.15, 0.3, "v2") == 50
+    assert weight(0.0001, 1.0, "v2") == 2
 
 
 def test_a_share_too_small_for_the_period_is_refused_before_any_group_is_made() -> None:

@@ -3,7 +3,11 @@
 cgroup v2 (``cpu.max``) where the unified hierarchy offers the ``cpu`` controller, else the v1
 ``cpu`` hierarchy (``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``: the same CFS bandwidth
 control). A group runs at most ``share * period_us`` microseconds in each period of
-``period_us``; a shorter period spreads the same share more evenly over a step. ``cpu_groups``
+``period_us``; a shorter period spreads the same share more evenly over a step. A quota only
+caps a period's total: while more ranks want to run than there are cores, the scheduler splits
+the cores by weight, so each group's weight (``cpu.weight``, v1 ``cpu.shares``) is also set in
+proportion to its share, and a rank given half the share runs at half the speed of the others
+at every moment, not only once they have used their quota. ``cpu_groups``
 makes the groups (``None`` where neither can be written, e.g. without root); each rank process
 joins its own with ``join_cpu_group`` (its threads follow it), and the groups are removed once
 the ranks are gone.
@@ -62,13 +66,24 @@ def quota_us(share: float, period_us: int) -> int:
     return quota
 
 
-def _limit(group: Path, kind: str, share: float, period_us: int) -> None:
+DEFAULT_WEIGHT = {"v2": 100, "v1": 1024}
+"""A group's weight when nothing is set: ``cpu.weight`` (v2), ``cpu.shares`` (v1)."""
+
+
+def weight(share: float, largest: float, kind: str) -> int:
+    """The group's weight: the default for the largest share, the rest in proportion."""
+    return max(2, round(DEFAULT_WEIGHT[kind] * share / largest))
+
+
+def _limit(group: Path, kind: str, share: float, largest: float, period_us: int) -> None:
     quota = quota_us(share, period_us)
     if kind == "v2":
         (group / "cpu.max").write_text(f"{quota} {period_us}")
+        (group / "cpu.weight").write_text(str(weight(share, largest, kind)))
     else:
         (group / "cpu.cfs_period_us").write_text(str(period_us))
         (group / "cpu.cfs_quota_us").write_text(str(quota))
+        (group / "cpu.shares").write_text(str(weight(share, largest, kind)))
 
 
 @contextlib.contextmanager
@@ -76,7 +91,7 @@ def cpu_groups(
     shares: Sequence[float], period_us: int = PERIOD_US, prefix: str = "tessera-bench"
 ) -> Iterator[list[str] | None]:
     """One limited group per rank, ``shares[r]`` of a core in each ``period_us`` for rank
-    ``r``."""
+    ``r``, weighted in proportion to ``shares[r]``."""
     for share in shares:
         quota_us(share, period_us)
     kind = cpu_limit_kind()
@@ -91,7 +106,7 @@ def cpu_groups(
             group = root / f"{prefix}-{os.getpid()}-{rank}"
             group.mkdir()
             made.append(group)
-            _limit(group, kind, share, period_us)
+            _limit(group, kind, share, max(shares), period_us)
         yield [str(g) for g in made]
     finally:
         for group in made:
