@@ -23,8 +23,10 @@ from tessera_ml.worlds import run_world
 
 
 def _messages(rank: int) -> list[list[torch.Tensor]]:
-    """Each round's tensors from ``rank``: mixed dtypes and shapes, and one round of 16 MB
-    each way, more than the sockets buffer, so both parties send while the other does too."""
+    """Each round's tensors from ``rank``: mixed dtypes and shapes (the second round's
+    tensors after its 7 bytes lie off their dtype's alignment in the message), and one round
+    of 16 MB each way, more than the sockets buffer, so both parties send while the other does
+    too."""
     gen = torch.Generator().manual_seed(rank)
     return [
         [torch.randint(-(2**62), 2**62, (3, 5), generator=gen)],
@@ -32,6 +34,10 @@ def _messages(rank: int) -> list[list[torch.Tensor]]:
             torch.randint(-(2**31), 2**31 - 1, (64, 64), generator=gen, dtype=torch.int32),
             torch.randint(0, 2, (7,), generator=gen, dtype=torch.uint8),
             torch.zeros(0, dtype=torch.int64),
+            torch.randint(-(2**62), 2**62, (3,), generator=gen),
+            torch.randn(2, 3, generator=gen).to(torch.bfloat16),
+            torch.randint(0, 2, (5,), generator=gen).bool(),
+            torch.randn((), generator=gen, dtype=torch.float64),
         ],
         [torch.randint(-(2**62), 2**62, (2_000_000,), generator=gen)],
     ]
@@ -43,14 +49,23 @@ def _swap_all(comm: Communicator, link: str) -> dict[str, Any]:
         received = [peer.exchange(*tensors) for tensors in _messages(comm.rank)]
         peer.barrier()
         expected = _messages(1 - comm.rank)
+        equal = [
+            [torch.equal(g, e) for g, e in zip(got, sent, strict=True)]
+            for got, sent in zip(received, expected, strict=True)
+        ]
+        # the tensors of a round share no memory: overwriting one leaves the others as sent
+        for t in received[1][::2]:
+            t.fill_(1)
+        kept = zip(received[1][1::2], expected[1][1::2], strict=True)
+        apart = all(torch.equal(g, e) for g, e in kept)
         return {
+            "apart": apart,
+            "aligned": all(t.data_ptr() % t.element_size() == 0 for r in received for t in r),
+            "shapes": [[t.shape for t in r] for r in received],
             "kind": type(peer).__name__,
             "fell_back": fell_back,
             "dtypes": [[t.dtype for t in r] for r in received],
-            "equal": [
-                [torch.equal(g, e) for g, e in zip(got, sent, strict=True)]
-                for got, sent in zip(received, expected, strict=True)
-            ],
+            "equal": equal,
             "stats": peer.stats.snapshot(),
         }
     finally:
@@ -66,7 +81,9 @@ def test_each_party_receives_exactly_what_the_other_sent(link: str) -> None:
     for rank in (0, 1):
         assert out[rank]["fell_back"] is None
         assert out[rank]["dtypes"] == [[t.dtype for t in r] for r in _messages(1 - rank)]
-        assert out[rank]["equal"] == [[True], [True, True, True], [True]]
+        assert out[rank]["shapes"] == [[t.shape for t in r] for r in _messages(1 - rank)]
+        assert out[rank]["equal"] == [[True], [True] * 7, [True]]
+        assert out[rank]["apart"] and out[rank]["aligned"]
     # three rounds; the barrier is not one
     assert out[0]["stats"] == out[1]["stats"]
     assert out[0]["stats"][1] == 3

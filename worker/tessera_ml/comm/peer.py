@@ -21,6 +21,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy
 import torch
 
 from tessera_ml.comm.base import ByteStats, Communicator
@@ -99,7 +100,7 @@ class CommPeer(Peer):
         send = self.comm.isend(flat, self.other)
         self.comm.recv(out, self.other)
         send.wait()
-        return _unpack(out, mine)
+        return _unpack(out.numpy(), mine)
 
 
 @dataclass
@@ -145,14 +146,13 @@ class DirectPeer(Peer):
     def _swap_bytes(self, mine: list[torch.Tensor]) -> list[torch.Tensor]:
         sock, readable = self.sock, self._readable
         assert sock is not None
-        flat = _pack(mine)
-        size = flat.numel()
-        out = memoryview(_HEADER.pack(size) + flat.numpy().tobytes())
+        out = _message(mine).data
         if self.tap is not None:
             self.tap(self.other, out)
-        raw = torch.empty(_HEADER.size + size, dtype=torch.uint8)
-        into = memoryview(raw.numpy()).cast("B")  # type: ignore[arg-type]
         total = len(out)
+        size = total - _HEADER.size
+        raw = numpy.empty(total, dtype=numpy.uint8)
+        into = raw.data
         sent = got = 0
         stalled_since: float | None = None
         while sent < total or got < total:
@@ -245,14 +245,62 @@ def _pack(tensors: list[torch.Tensor]) -> torch.Tensor:
     return torch.cat([t.reshape(-1).view(torch.uint8) for t in tensors])
 
 
-def _unpack(flat: torch.Tensor, like: list[torch.Tensor]) -> list[torch.Tensor]:
+def _message(tensors: list[torch.Tensor]) -> numpy.ndarray:
+    """One round's message for the direct link in one new buffer: the payload's length, then
+    the tensors' bytes (``_pack``'s payload), each copied once."""
+    sizes = [t.numel() * t.element_size() for t in tensors]
+    message = numpy.empty(_HEADER.size + sum(sizes), dtype=numpy.uint8)
+    _HEADER.pack_into(message.data, 0, len(message) - _HEADER.size)
+    offset = _HEADER.size
+    for t, size in zip(tensors, sizes, strict=True):
+        message[offset : offset + size] = _bytes_of(t)
+        offset += size
+    return message
+
+
+def _unpack(payload: numpy.ndarray, like: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Tensors shaped as ``like`` from a message's payload (bytes). ``payload`` must be a
+    buffer of this message alone: the tensors are views of it where their bytes are aligned
+    for their dtype (copies elsewhere), so nothing else may write to it."""
+    start = payload.ctypes.data
     out: list[torch.Tensor] = []
     offset = 0
     for t in like:
         size = t.numel() * t.element_size()
-        out.append(flat[offset : offset + size].clone().view(t.dtype).reshape(t.shape))
+        piece = payload[offset : offset + size]
+        if (start + offset) % t.element_size():
+            piece = piece.copy()
+        kind = _NUMPY.get(t.dtype)
+        if kind is None:  # a dtype numpy lacks (bfloat16): torch's own view
+            out.append(torch.from_numpy(piece).view(t.dtype).view(t.shape))
+        else:
+            out.append(torch.from_numpy(piece.view(kind).reshape(t.shape)))
         offset += size
     return out
+
+
+def _bytes_of(t: torch.Tensor) -> numpy.ndarray:
+    """A contiguous tensor's bytes as a flat uint8 array, without a copy."""
+    if t.dtype in _NUMPY:
+        return t.numpy().reshape(-1).view(numpy.uint8)
+    return t.reshape(-1).view(torch.uint8).numpy()
+
+
+_NUMPY = {
+    dtype: torch.empty(0, dtype=dtype).numpy().dtype
+    for dtype in (
+        torch.bool,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.float16,
+        torch.float32,
+        torch.float64,
+    )
+}
+"""The dtypes the link moves through numpy's views, whose calls cost less than torch's."""
 
 
 def run_pair(target: object, args0: tuple[object, ...], args1: tuple[object, ...]) -> list[object]:
