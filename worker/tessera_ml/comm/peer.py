@@ -25,6 +25,7 @@ import numpy
 import torch
 
 from tessera_ml.comm.base import ByteStats, Communicator
+from tessera_ml.comm.codec import ARRAY_DTYPES, TENSOR_DTYPES
 from tessera_ml.comm.links import LinkError
 
 _HEADER = struct.Struct("<q")
@@ -288,19 +289,11 @@ def _bytes_of(t: torch.Tensor) -> numpy.ndarray:
 
 _NUMPY = {
     dtype: torch.empty(0, dtype=dtype).numpy().dtype
-    for dtype in (
-        torch.bool,
-        torch.uint8,
-        torch.int8,
-        torch.int16,
-        torch.int32,
-        torch.int64,
-        torch.float16,
-        torch.float32,
-        torch.float64,
-    )
+    for name, dtype in TENSOR_DTYPES.items()
+    if name in ARRAY_DTYPES
 }
-"""The dtypes the link moves through numpy's views, whose calls cost less than torch's."""
+"""The declared dtypes numpy has too (``codec``'s), which the link moves through numpy's views,
+whose calls cost less than torch's; native byte order, as the tensors hold them."""
 
 
 def run_pair(target: object, args0: tuple[object, ...], args1: tuple[object, ...]) -> list[object]:
