@@ -29,35 +29,26 @@ limits = pytest.mark.skipif(
 )
 
 BUSY = """
-import sys, time
-from tessera_ml.bench.hier_sync.cpu_limit import join_cpu_group
-join_cpu_group(sys.argv[1])
-start = time.process_time()
-end = time.monotonic() + float(sys.argv[2])
-while time.monotonic() < end:
-    pass
-print(time.process_time() - start)
-"""
-
-
-CONTEND = """
 import os, sys, time
 from tessera_ml.bench.hier_sync.cpu_limit import join_cpu_group
-join_cpu_group(sys.argv[1])
-os.sched_setaffinity(0, {int(sys.argv[2])})
-begin, end = float(sys.argv[3]), float(sys.argv[4])
+group, cpu, begin, wall_s = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+join_cpu_group(group)
+if cpu:
+    os.sched_setaffinity(0, {int(cpu)})
 time.sleep(max(begin - time.monotonic(), 0))
-start = time.process_time()
+start, end = time.process_time(), max(begin, time.monotonic()) + wall_s
 while time.monotonic() < end:
     pass
 print(time.process_time() - start)
 """
+"""A busy loop in group ``argv[1]``, on CPU ``argv[2]`` if one is named, from monotonic time
+``argv[3]`` (or at once) for ``argv[4]`` seconds; prints the CPU seconds it got."""
 
 
 def _busy_cpu_s(group: str, wall_s: float) -> float:
     """CPU seconds a busy loop of ``wall_s`` got inside ``group``."""
     out = subprocess.run(
-        [sys.executable, "-c", BUSY, group, str(wall_s)],
+        [sys.executable, "-c", BUSY, group, "", "0", str(wall_s)],
         capture_output=True,
         text=True,
         check=True,
@@ -95,7 +86,7 @@ def test_two_processes_on_one_core_split_it_in_proportion_to_their_shares() -> N
         assert groups is not None
         loops = [
             subprocess.Popen(
-                [sys.executable, "-c", CONTEND, group, str(core), str(begin), str(begin + 1.5)],
+                [sys.executable, "-c", BUSY, group, str(core), str(begin), "1.5"],
                 stdout=subprocess.PIPE,
                 text=True,
             )
