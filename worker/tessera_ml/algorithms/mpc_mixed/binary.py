@@ -64,17 +64,14 @@ class Binary:
         r, r_msb, less, rest = item[0], item[1], item[2], item[3:]
         c = self.party.reveal(x + r)
         # per chunk, [r > c] and [r == c] are entries of the tables of r at c's chunk
-        chunks = compare_chunks(bits)
-        at = torch.arange(chunks, dtype=torch.int64) * CHUNK_BITS
-        c_low = c.to(torch.int64) & ((1 << (bits - 1)) - 1)
-        value = (c_low.unsqueeze(-1) >> at) & ((1 << CHUNK_BITS) - 1)
-        index = (torch.arange(chunks, dtype=torch.int64) << CHUNK_BITS) + value
-        equal = comparison.equal_tables(less, self.party.index == 0)
-        g, e = _pick(less, index), _pick(equal, index)
+        at = torch.arange(compare_chunks(bits), dtype=ring.dtype) * CHUNK_BITS
+        value = ((c & ((1 << (bits - 1)) - 1)).unsqueeze(-1) >> at) & ((1 << CHUNK_BITS) - 1)
+        g, e = comparison.lookup(less, value, self.party.index == 0)
         if fan_in:
             borrow = self._borrow_fan_in(g, e, bits, rest)
         else:
-            borrow = self._borrow_tree((g << at).sum(-1), (e << at).sum(-1), ring, rest)
+            g, e = ((t.to(ring.dtype) << at).sum(-1, dtype=ring.dtype) for t in (g, e))
+            borrow = self._borrow_tree(g, e, ring, rest)
         bit = r_msb ^ borrow
         if self.party.index == 0:
             bit = bit ^ ((c >> (bits - 1)) & 1).to(torch.uint8) ^ 1
@@ -176,9 +173,3 @@ class Binary:
         shared, out = self.share_bit(bit, uses, first=x)
         assert out is not None
         return out, shared
-
-
-def _pick(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """XOR shares of bit ``index`` of the packed tables, one per chunk."""
-    word = torch.gather(table, -1, index >> 6)
-    return (word >> (index & 63)) & 1

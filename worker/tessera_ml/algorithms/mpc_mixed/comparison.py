@@ -28,7 +28,8 @@ from dataclasses import dataclass
 import torch
 
 CHUNK_BITS = 4
-"""The dealer's tables cover this many bits of r at a time."""
+"""The dealer's tables cover this many bits of r at a time: a table of one chunk's 2^4 values
+is 16 bits, which ``lookup`` reads as an int16."""
 
 COMPARISONS = ("tree", "fan_in")
 
@@ -48,15 +49,20 @@ def table_words(bits: int) -> int:
     return -(-(compare_chunks(bits) << CHUNK_BITS) // 64)
 
 
-def equal_tables(less: torch.Tensor, first: bool) -> torch.Tensor:
-    """XOR shares of the ``equal`` tables ([chunk == v]) from XOR shares of the packed
-    ``less`` tables ([chunk > v]): [chunk == v] = [chunk > v - 1] XOR [chunk > v], with
-    [chunk > -1] = 1, so each party shifts its own words up a bit within each table and the
-    first party adds the ones. Linear over XOR, so the dealer sends only ``less``."""
-    size = 1 << CHUNK_BITS
-    starts = sum(1 << (i * size) for i in range(WORD // size))  # bit 0 of each table
-    shifted = (less << 1) & ~starts
-    return less ^ (shifted | starts) if first else less ^ shifted
+def lookup(
+    less: torch.Tensor, value: torch.Tensor, first: bool
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """XOR shares of [chunk_j > v_j] and [chunk_j == v_j] (..., chunks; 0/1 int16) from XOR
+    shares of the packed ``less`` tables (..., words) and the public chunk values ``value``
+    (..., chunks). Table j is the j-th int16 of the little-endian words, so each bit is one
+    shift of it. [chunk == v] = [chunk > v - 1] XOR [chunk > v], with [chunk > -1] = 1 added
+    by the first party: linear over XOR, so the dealer sends only ``less``."""
+    tables = less.view(torch.int16)[..., : value.shape[-1]]
+    value = value.to(torch.int16)
+    equal = tables ^ (tables << 1)
+    if first:
+        equal = equal ^ 1
+    return (tables >> value) & 1, (equal >> value) & 1
 
 
 def tree_levels(bits: int) -> int:
