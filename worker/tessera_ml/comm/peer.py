@@ -96,7 +96,7 @@ class CommPeer(Peer):
 
     def _swap(self, mine: list[torch.Tensor]) -> list[torch.Tensor]:
         assert self.comm is not None
-        flat = _pack(mine)
+        flat = torch.from_numpy(_message(mine, header=False))
         out = torch.empty_like(flat)
         send = self.comm.isend(flat, self.other)
         self.comm.recv(out, self.other)
@@ -239,20 +239,15 @@ def local_pair() -> tuple[LocalPeer, LocalPeer]:
     return LocalPeer(outbox=a, inbox=b), LocalPeer(outbox=b, inbox=a)
 
 
-def _pack(tensors: list[torch.Tensor]) -> torch.Tensor:
-    """Concatenate as raw bytes so one round is one message whatever the dtypes."""
-    if len(tensors) == 1:
-        return tensors[0].reshape(-1).view(torch.uint8)
-    return torch.cat([t.reshape(-1).view(torch.uint8) for t in tensors])
-
-
-def _message(tensors: list[torch.Tensor]) -> numpy.ndarray:
-    """One round's message for the direct link in one new buffer: the payload's length, then
-    the tensors' bytes (``_pack``'s payload), each copied once."""
+def _message(tensors: list[torch.Tensor], header: bool = True) -> numpy.ndarray:
+    """One round's tensors as raw bytes in one new buffer, each copied once, so a round is one
+    message whatever the dtypes; with ``header`` (the direct link's), behind the payload's
+    length."""
     sizes = [t.numel() * t.element_size() for t in tensors]
-    message = numpy.empty(_HEADER.size + sum(sizes), dtype=numpy.uint8)
-    _HEADER.pack_into(message.data, 0, len(message) - _HEADER.size)
-    offset = _HEADER.size
+    offset = _HEADER.size if header else 0
+    message = numpy.empty(offset + sum(sizes), dtype=numpy.uint8)
+    if header:
+        _HEADER.pack_into(message.data, 0, len(message) - offset)
     for t, size in zip(tensors, sizes, strict=True):
         message[offset : offset + size] = _bytes_of(t)
         offset += size
