@@ -1,4 +1,5 @@
-"""Fixtures for the algorithm library's tests: the network testbed."""
+"""Fixtures for the algorithm library's tests: the network testbed; worlds whose ranks start
+without importing torch each time."""
 
 from __future__ import annotations
 
@@ -9,7 +10,23 @@ import pytest
 import torch
 
 from tessera_ml.netns import Testbed, unavailable_reason
+from tessera_ml.registry import all_specs
+from tessera_ml.worlds.processes import start_ranks_from_a_preloaded_server
 from tests.conftest import REQUIRE_SERVICES
+
+# these tests start several hundred worlds; a fresh interpreter spends about two CPU-seconds
+# importing torch and one more on scikit-learn's datasets, so ranks are forked from a server that
+# imported them once
+start_ranks_from_a_preloaded_server(
+    [
+        "torch",
+        "torch.distributed",
+        "sklearn.datasets",
+        "tessera_ml.worlds",
+        "tessera_ml.comm.world",
+        *(spec.entry_point.split(":")[0] for spec in all_specs().values()),
+    ]
+)
 
 MakeTestbed = Callable[..., Testbed]
 
