@@ -14,9 +14,9 @@ from tessera_ml.registry import all_specs
 from tessera_ml.worlds.processes import start_ranks_from_a_preloaded_server
 from tests.conftest import REQUIRE_SERVICES
 
-# these tests start several hundred worlds; a fresh interpreter spends about two CPU-seconds
-# importing torch and one more on scikit-learn's datasets, so ranks are forked from a server that
-# imported them once
+# these tests start about 80 worlds of some 230 ranks; a fresh interpreter spends about two
+# CPU-seconds importing torch and one more on scikit-learn's datasets, so ranks are forked from a
+# server that imported them once
 start_ranks_from_a_preloaded_server(
     [
         "torch",

@@ -10,7 +10,7 @@ testbed=testbed)`` places each rank in its host's namespace: ranks of one host t
 own address, ranks of different hosts over the rate-limited links.
 
 Ranks are fresh interpreters (``spawn``), as a platform job's are. A test suite that starts
-hundreds of worlds can call ``start_ranks_from_a_preloaded_server`` once: ranks are then forked
+many worlds can call ``start_ranks_from_a_preloaded_server`` once: ranks are then forked
 from a server process that imported torch (about two CPU-seconds an interpreter) only once.
 """
 
