@@ -49,6 +49,8 @@ class SharedNode:
         """Every device's gradient buffer, by device number (this device's among them)."""
         self._token = torch.zeros(1, dtype=torch.uint8)
         self._tokens = [torch.zeros(1, dtype=torch.uint8) for _ in self.ranks]
+        self._partial = torch.empty(0, dtype=grads[self.position].dtype)
+        """Where the peers' pieces are summed with three or more devices; kept between steps."""
 
     @classmethod
     def connect(
@@ -100,12 +102,23 @@ class SharedNode:
         if end == start:
             return
         others = [self.grads[(p + j) % n][start:end] for j in range(1, n)]
-        # one peer's piece is added as it is; several are summed into a copy first, in the
-        # ring's order, so the result is the ring's bit for bit
-        partial = others[0] if n == 2 else others[0].clone()
-        for other in others[1:]:
+        # one peer's piece is added as it is; several are summed apart first, in the ring's
+        # order, so the result is the ring's bit for bit
+        if n == 2:
+            self.grads[p][start:end].add_(others[0])
+            return
+        partial = self._scratch(end - start)
+        torch.add(others[0], others[1], out=partial)
+        for other in others[2:]:
             partial.add_(other)
         self.grads[p][start:end].add_(partial)
+
+    def _scratch(self, numel: int) -> torch.Tensor:
+        """``numel`` elements of the summing buffer, grown to the largest piece seen: a fresh
+        buffer per bucket would cost an allocation and a copy of the first peer's piece."""
+        if self._partial.numel() < numel:
+            self._partial = torch.empty(numel, dtype=self._partial.dtype)
+        return self._partial[:numel]
 
     def barrier(self) -> None:
         """Wait until every device of the node has reached the same barrier."""
