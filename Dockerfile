@@ -23,7 +23,7 @@ RUN useradd --create-home --uid 1000 tessera \
 WORKDIR /app
 # torch first, from the chosen index, so nothing pulls another build
 RUN pip install --index-url "${TORCH_INDEX_URL}" torch==2.13.0
-COPY pyproject.toml setup.py README.md alembic.ini ./
+COPY pyproject.toml setup.py README.md LICENSE alembic.ini ./
 COPY backend/ backend/
 COPY worker/ worker/
 COPY migrations/ migrations/
