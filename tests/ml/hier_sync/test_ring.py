@@ -15,6 +15,7 @@ RANKS = [0, 1, 2, 3]
 BOUNDS = [0, 7, 7, 30, 41]  # member 1 owns an empty chunk
 LENGTH = BOUNDS[-1]
 REDUCED = 101
+PAIRS = ([0, 2], [1, 3])
 
 
 def contribution(rank: int) -> torch.Tensor:
@@ -41,13 +42,23 @@ def run_collectives(comm: Communicator) -> dict[str, Any]:
     reduced = random_vector(comm.rank)
     before = comm.stats.sent
     ring.all_reduce(comm, RANKS, reduced, align=1)
+    reduce_sent = comm.stats.sent - before
+
+    # each of alice's ranks with the bob rank of the same number, as hier_sync's nodes pair up
+    pair = PAIRS[comm.rank % 2]
+    paired = random_vector(comm.rank)
+    before_pair, messages = comm.stats.sent, comm.stats.messages_sent
+    ring.all_reduce(comm, pair, paired)
     return {
         "own": own,
         "scatter_sent": scatter_sent,
         "gathered": gathered.tolist(),
         "gather_sent": gather_sent,
         "reduced": reduced.tolist(),
-        "reduce_sent": comm.stats.sent - before,
+        "reduce_sent": reduce_sent,
+        "paired": paired.tolist(),
+        "pair_sent": comm.stats.sent - before_pair,
+        "pair_messages": comm.stats.messages_sent - messages,
     }
 
 
@@ -70,3 +81,16 @@ def test_uneven_reduce_scatter_all_gather_and_all_reduce(world: dict[str, Any]) 
         assert torch.allclose(torch.tensor(out["reduced"]), expected_sum, atol=1e-6)
         assert out["reduced"] == results[0]["reduced"]
         assert out["reduce_sent"] == (2 * REDUCED - even[rank] - even[after]) * 4
+
+
+def test_a_pair_swaps_once_and_both_hold_the_same_sum(world: dict[str, Any]) -> None:
+    results = world["ring"]
+    for pair in PAIRS:
+        a, b = (random_vector(r) for r in pair)
+        for rank in pair:
+            out = results[rank]
+            # the pair's sum is bit for bit the one sum both members compute, with the bytes
+            # of a ring of two and one message instead of its two
+            assert out["paired"] == (a + b).tolist()
+            assert out["pair_sent"] == REDUCED * 4
+            assert out["pair_messages"] == 1

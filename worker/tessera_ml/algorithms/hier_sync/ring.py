@@ -6,7 +6,8 @@ chunks are ``c_0 .. c_{n-1}`` (chunk ``j`` ends at member ``j``), member ``p`` s
 
 - reduce-scatter: every chunk but its own once, ``sum(c) - c_p`` bytes;
 - all-gather: every chunk but the next member's once, ``sum(c) - c_{p+1}``;
-- all-reduce (even chunks): reduce-scatter then all-gather, ``2 (n-1)/n x`` the tensor.
+- all-reduce (even chunks): reduce-scatter then all-gather, ``2 (n-1)/n x`` the tensor; a
+  pair instead swaps the whole tensor once (the same bytes, one round trip instead of two).
 
 Summed over the members, each collective moves ``(n-1) x sum(c)``.
 
@@ -93,11 +94,19 @@ def all_gather(
 def all_reduce(
     comm: Communicator, ranks: Sequence[int], buffer: torch.Tensor, align: int = 16
 ) -> None:
-    """In-place sum of a 1-D ``buffer`` over ``ranks``: reduce-scatter, then all-gather.
+    """In-place sum of a 1-D ``buffer`` over ``ranks``: reduce-scatter, then all-gather; a
+    pair swaps the whole buffer and each member adds the other's.
 
-    Every member ends with bitwise the same sum (each chunk is summed once, then copied).
+    Every member ends with bitwise the same sum: a ring sums each chunk once, then copies it,
+    and a pair's members add the same two numbers (floating-point addition commutes).
     """
     if len(ranks) == 1:
+        return
+    if len(ranks) == 2:
+        other = ranks[1] if comm.rank == ranks[0] else ranks[0]
+        incoming = torch.empty_like(buffer)
+        _exchange(comm, buffer, other, incoming, other)
+        buffer.add_(incoming)
         return
     bounds = even_bounds(buffer.numel(), len(ranks), align)
     reduce_scatter(comm, ranks, buffer, bounds)
