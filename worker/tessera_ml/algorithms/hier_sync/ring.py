@@ -103,7 +103,7 @@ def all_reduce(
     if len(ranks) == 1:
         return
     if len(ranks) == 2:
-        other = ranks[1] if comm.rank == ranks[0] else ranks[0]
+        _, other, _ = _neighbours(comm, ranks)
         incoming = torch.empty_like(buffer)
         _exchange(comm, buffer, other, incoming, other)
         buffer.add_(incoming)

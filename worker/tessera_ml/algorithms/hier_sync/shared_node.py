@@ -104,13 +104,11 @@ class SharedNode:
         others = [self.grads[(p + j) % n][start:end] for j in range(1, n)]
         # one peer's piece is added as it is; several are summed apart first, in the ring's
         # order, so the result is the ring's bit for bit
-        if n == 2:
-            self.grads[p][start:end].add_(others[0])
-            return
-        partial = self._scratch(end - start)
-        torch.add(others[0], others[1], out=partial)
-        for other in others[2:]:
-            partial.add_(other)
+        partial = others[0]
+        if n > 2:
+            partial = torch.add(others[0], others[1], out=self._scratch(end - start))
+            for other in others[2:]:
+                partial.add_(other)
         self.grads[p][start:end].add_(partial)
 
     def _scratch(self, numel: int) -> torch.Tensor:
