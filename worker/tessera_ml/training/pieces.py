@@ -8,6 +8,7 @@ from typing import Protocol
 
 import torch
 from torch import nn
+from torch.distributed.tensor import DTensor
 
 from tessera_ml.comm.base import Communicator, Group
 from tessera_ml.context import RankContext
@@ -27,20 +28,46 @@ class OptimizerSettings(Protocol):
     def momentum(self) -> float: ...
 
 
+FUSED_DEVICES = frozenset({"cpu", "cuda"})
+"""Device types on which the optimizers run torch's fused kernels."""
+
+
 def make_optimizer(
     settings: OptimizerSettings, params: Sequence[torch.Tensor]
 ) -> torch.optim.Optimizer:
-    """``sgd`` (with momentum), ``adam`` or ``adamw``; weight decay where the settings have it."""
+    """``sgd`` (with momentum), ``adam`` or ``adamw``; weight decay where the settings have it.
+
+    Fused where ``fused`` allows: one pass over each parameter's memory instead of one per
+    arithmetic operation of the update (on CPU, Adam's step then takes a third of the time,
+    SGD's a half). torch has no fused SGD for sharded (``DTensor``) parameters."""
+    params = list(params)
     decay = float(getattr(settings, "weight_decay", 0.0))
+    one_pass = fused(params)
     if settings.optimizer == "sgd":
+        sharded = any(isinstance(p, DTensor) for p in params)
         return torch.optim.SGD(
-            list(params), lr=settings.lr, momentum=settings.momentum, weight_decay=decay
+            params,
+            lr=settings.lr,
+            momentum=settings.momentum,
+            weight_decay=decay,
+            fused=one_pass and not sharded,
         )
     if settings.optimizer == "adam":
-        return torch.optim.Adam(list(params), lr=settings.lr, weight_decay=decay)
+        return torch.optim.Adam(params, lr=settings.lr, weight_decay=decay, fused=one_pass)
     if settings.optimizer == "adamw":
-        return torch.optim.AdamW(list(params), lr=settings.lr, weight_decay=decay)
+        return torch.optim.AdamW(params, lr=settings.lr, weight_decay=decay, fused=one_pass)
     raise ValueError(f"unknown optimizer {settings.optimizer!r}")
+
+
+def fused(params: Sequence[torch.Tensor]) -> bool:
+    """Whether torch's fused kernels can update ``params``: floating point, all on one device
+    type that has them."""
+    kinds = {p.device.type for p in params}
+    return (
+        len(kinds) == 1
+        and kinds <= FUSED_DEVICES
+        and all(torch.is_floating_point(p) for p in params)
+    )
 
 
 def rank_dataset(ctx: RankContext, config: TrainingConfig, role: str) -> Dataset:
