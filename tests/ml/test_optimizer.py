@@ -3,6 +3,7 @@ of torch's plain implementation."""
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -47,6 +48,31 @@ def test_cpu_parameters_take_the_fused_kernel_and_update_as_the_plain_one(name: 
     three_steps(PLAIN[name](theirs, 0.01), theirs)
     for a, b in zip(mine, theirs, strict=True):
         assert not torch.equal(a, start[0] if a.dim() == 2 else start[1])
+        assert torch.allclose(a, b, atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize("name", sorted(PLAIN))
+def test_a_checkpoint_from_the_plain_kernel_resumes_on_the_fused_one(name: str) -> None:
+    """A checkpoint saved before optimizers were fused carries ``fused: None``; loading it
+    keeps the kernel this code builds, and the updates go on as the plain optimizer's."""
+    torch.manual_seed(0)
+    start = [torch.randn(7, 5), torch.randn(5)]
+    before = [nn.Parameter(t.clone()) for t in start]
+    old = PLAIN[name](before, 0.01)
+    three_steps(old, before)
+    file = io.BytesIO()
+    torch.save(old.state_dict(), file)
+    file.seek(0)
+    saved = torch.load(file)
+    assert saved["param_groups"][0]["fused"] in (None, False)
+
+    mine = [nn.Parameter(p.detach().clone()) for p in before]
+    resumed = make_optimizer(settings(name), mine)
+    resumed.load_state_dict(saved)
+    assert [g["fused"] for g in resumed.param_groups] == [True]
+    three_steps(resumed, mine)
+    three_steps(old, before)
+    for a, b in zip(mine, before, strict=True):
         assert torch.allclose(a, b, atol=1e-6, rtol=0)
 
 

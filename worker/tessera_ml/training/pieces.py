@@ -43,20 +43,48 @@ def make_optimizer(
     params = list(params)
     decay = float(getattr(settings, "weight_decay", 0.0))
     one_pass = fused(params)
+    optimizer: torch.optim.Optimizer
     if settings.optimizer == "sgd":
         sharded = any(isinstance(p, DTensor) for p in params)
-        return torch.optim.SGD(
+        optimizer = torch.optim.SGD(
             params,
             lr=settings.lr,
             momentum=settings.momentum,
             weight_decay=decay,
             fused=one_pass and not sharded,
         )
-    if settings.optimizer == "adam":
-        return torch.optim.Adam(params, lr=settings.lr, weight_decay=decay, fused=one_pass)
-    if settings.optimizer == "adamw":
-        return torch.optim.AdamW(params, lr=settings.lr, weight_decay=decay, fused=one_pass)
-    raise ValueError(f"unknown optimizer {settings.optimizer!r}")
+    elif settings.optimizer == "adam":
+        optimizer = torch.optim.Adam(params, lr=settings.lr, weight_decay=decay, fused=one_pass)
+    elif settings.optimizer == "adamw":
+        optimizer = torch.optim.AdamW(params, lr=settings.lr, weight_decay=decay, fused=one_pass)
+    else:
+        raise ValueError(f"unknown optimizer {settings.optimizer!r}")
+    _keep_kernels_on_load(optimizer)
+    return optimizer
+
+
+KERNEL_OPTIONS = ("fused", "foreach")
+"""Param-group options that choose the update's kernel, not its arithmetic."""
+
+
+def _keep_kernels_on_load(optimizer: torch.optim.Optimizer) -> None:
+    """A checkpoint's param groups carry the kernel options of the code that saved them
+    (``fused: None`` from before optimizers were fused); after loading one, each group gets
+    back the options this optimizer was built with, and a fused group's step counts move to
+    their parameter's device as the fused kernels want them."""
+    built = [{k: group.get(k) for k in KERNEL_OPTIONS} for group in optimizer.param_groups]
+
+    def restore(opt: torch.optim.Optimizer) -> None:
+        for group, options in zip(opt.param_groups, built, strict=True):
+            group.update(options)
+            if not options["fused"]:
+                continue
+            for p in group["params"]:
+                state = opt.state.get(p, {})
+                if isinstance(state.get("step"), torch.Tensor):
+                    state["step"] = state["step"].to(dtype=torch.float32, device=p.device)
+
+    optimizer.register_load_state_dict_post_hook(restore)
 
 
 def fused(params: Sequence[torch.Tensor]) -> bool:
