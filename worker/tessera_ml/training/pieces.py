@@ -4,7 +4,7 @@ data-parallel training."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -69,22 +69,21 @@ KERNEL_OPTIONS = ("fused", "foreach")
 
 def _keep_kernels_on_load(optimizer: torch.optim.Optimizer) -> None:
     """A checkpoint's param groups carry the kernel options of the code that saved them
-    (``fused: None`` from before optimizers were fused); after loading one, each group gets
-    back the options this optimizer was built with, and a fused group's step counts move to
-    their parameter's device as the fused kernels want them."""
+    (``fused: None`` from before optimizers were fused). Before one is loaded, its groups take
+    the options this optimizer was built with, so torch loads the state for this kernel (a
+    fused group's step counts on its parameters' device)."""
     built = [{k: group.get(k) for k in KERNEL_OPTIONS} for group in optimizer.param_groups]
 
-    def restore(opt: torch.optim.Optimizer) -> None:
-        for group, options in zip(opt.param_groups, built, strict=True):
-            group.update(options)
-            if not options["fused"]:
-                continue
-            for p in group["params"]:
-                state = opt.state.get(p, {})
-                if isinstance(state.get("step"), torch.Tensor):
-                    state["step"] = state["step"].to(dtype=torch.float32, device=p.device)
+    def with_built_kernels(
+        _opt: torch.optim.Optimizer, state_dict: dict[str, Any]
+    ) -> dict[str, Any]:
+        groups = state_dict["param_groups"]
+        if len(groups) != len(built):  # torch's own check names the mismatch
+            return state_dict
+        merged = [{**group, **options} for group, options in zip(groups, built, strict=True)]
+        return {**state_dict, "param_groups": merged}
 
-    optimizer.register_load_state_dict_post_hook(restore)
+    optimizer.register_load_state_dict_pre_hook(with_built_kernels)
 
 
 def fused(params: Sequence[torch.Tensor]) -> bool:
