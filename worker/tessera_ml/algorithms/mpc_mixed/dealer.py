@@ -157,26 +157,28 @@ def serve(
 class _PhaseDraws:
     """The dealer's buffers for a replayed phase: both parties' seeded shares of its run, party
     0's of every slot and party 1's of the masks, each drawn into one buffer (as each party
-    draws its own), refilled every run. Only one bundle is made at a time: its items are
-    computed from the buffers and copied into the bundle before the next run refills them."""
+    draws its own), refilled every run, and the bundle, into which each item's sent shares
+    are computed where party 1 will find them. Only one bundle is made at a time, and the
+    dealer sends it (a send returns once its buffer may be reused) before it makes the next."""
 
     def __init__(self, schedule: list[Request]) -> None:
         layouts = [layout(req) for req in schedule]
+        masks, sends = mask_and_sent_slots(schedule)
         self._share0 = SlotBuffer([slot for slots in layouts for slot in slots])
-        self._masks1 = SlotBuffer(mask_and_sent_slots(schedule)[0])
+        self._masks1 = SlotBuffer(masks)
+        self._bundle = SlotBuffer(sends)
         # each item's tensors in the buffers, the same every run
         share0 = grouped(self._share0.tensors, [len(slots) for slots in layouts])
         masks1 = grouped(self._masks1.tensors, [len(free(req)) for req in schedule])
-        self._items = list(zip(schedule, share0, masks1, strict=True))
+        into = grouped(self._bundle.tensors, [len(sent(req)) for req in schedule])
+        self._items = list(zip(schedule, share0, masks1, into, strict=True))
 
     def bundle(self, prg0: Prg, prg1: Prg) -> torch.Tensor:
         self._share0.draw(prg0)
         self._masks1.draw(prg1)
-        sent_shares = []
-        for req, share0, masks1 in self._items:
-            share1 = deal_drawn(req, share0, masks1)[1]
-            sent_shares.append([share1[i] for i in sent(req)])
-        return join_bundle(sent_shares)
+        for req, share0, masks1, into in self._items:
+            deal_drawn(req, share0, masks1, into)
+        return self._bundle.flush()
 
 
 def _lower_priority() -> None:

@@ -125,6 +125,12 @@ class SlotBuffer:
             own.copy_(chunk)
         return self.tensors
 
+    def flush(self) -> torch.Tensor:
+        """``raw``, once the slots' tensors hold new values: the bytes of a bundle to send."""
+        for chunk, own in self._copies:
+            chunk.copy_(own)
+        return self.raw
+
     def draw(self, prg: Prg) -> list[torch.Tensor]:
         """``random_share`` of each slot in turn, the same values, from one draw of the stream
         into the same tensors."""
@@ -199,14 +205,20 @@ def deal(req: Request, prg0: Prg, prg1: Prg) -> tuple[list[torch.Tensor], list[t
 
 
 def deal_drawn(
-    req: Request, share0: list[torch.Tensor], masks1: list[torch.Tensor]
+    req: Request,
+    share0: list[torch.Tensor],
+    masks1: list[torch.Tensor],
+    into: list[torch.Tensor] | None = None,
 ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """``deal`` with the seeded shares already drawn: ``share0`` party 0's of every slot, in
     ``layout`` order, and ``masks1`` party 1's of the masks, in ``free`` order. A phase's
-    dealer draws them for all its items at once (``SlotBuffer``)."""
+    dealer draws them for all its items at once (``SlotBuffer``). With ``into`` (a tensor per
+    slot of ``sent``, in order), party 1's shares of those slots are written there: where the
+    dealer lays out its bundle."""
     masks = free(req)
     if len(share0) != len(layout(req)) or len(masks1) != len(masks):
         raise ValueError(f"the {req.kind.name} item got shares for other slots than its own")
+    targets = iter(into) if into is not None else None
     joint = _Joint(req, share0, masks1)
     values = secrets(req, joint)
     if len(joint.given) != len(masks):
@@ -215,7 +227,11 @@ def deal_drawn(
     share1: list[torch.Tensor] = []
     for index, (slot, value, s0) in enumerate(zip(layout(req), values, share0, strict=True)):
         if index not in taken:  # the value less party 0's share
-            share1.append(value ^ s0 if slot.binary else value - s0)
+            out = next(targets) if targets is not None else None
+            if slot.binary:
+                share1.append(torch.bitwise_xor(value, s0, out=out))
+            else:
+                share1.append(torch.sub(value, s0, out=out))
             continue
         mask, s1 = taken[index]
         if value is not mask:  # the kind must hold the very masks it took

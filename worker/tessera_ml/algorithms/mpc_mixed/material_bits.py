@@ -4,13 +4,13 @@ random bits that let a secret bit multiply additive shares."""
 from __future__ import annotations
 
 import math
+from functools import lru_cache
 
 import torch
 
 from tessera_ml.algorithms.mpc_mixed import comparison
 from tessera_ml.algorithms.mpc_mixed.comparison import (
     CHUNK_BITS,
-    compare_chunks,
     table_words,
     tree_levels,
 )
@@ -112,20 +112,31 @@ def _less_tables(r_low: torch.Tensor, bits: int) -> torch.Tensor:
     """Per chunk j of r, bit v of table j is [chunk > v]; table j starts at bit
     j * 2^CHUNK_BITS of the packed words.
 
-    For a chunk value c the table is the c bits below bit c, (1 << c) - 1: formed as an
-    integer and shifted into place; the tables sharing a word are disjoint, so adding them
-    packs them.
+    A word holds the tables of the chunks of one piece of r's bits (16 of them: four chunks of
+    4), and depends on that piece alone, so each word is one entry of a table over every value
+    of a piece (``_word_of_piece``).
     """
-    chunks, size = compare_chunks(bits), 1 << CHUNK_BITS
-    per_word = 64 // size
     words = table_words(bits)
-    shifts = torch.arange(chunks, dtype=torch.int64) * CHUNK_BITS
-    values = (r_low.unsqueeze(-1) >> shifts) & (size - 1)
-    less = (torch.ones_like(values) << values) - 1
-    place = (torch.arange(chunks, dtype=torch.int64) % per_word) * size
-    pad = words * per_word - chunks
-    placed = torch.nn.functional.pad(less << place, (0, pad))
-    return placed.view(*less.shape[:-1], words, per_word).sum(-1)
+    piece_bits = _PIECE_BITS
+    shifts = torch.arange(words, dtype=torch.int64) * piece_bits
+    pieces = (r_low.unsqueeze(-1) >> shifts) & ((1 << piece_bits) - 1)
+    return _word_of_piece()[pieces]
+
+
+_PIECE_BITS = (64 >> CHUNK_BITS) * CHUNK_BITS
+"""Bits of r whose chunks' tables fill one int64 word."""
+
+
+@lru_cache(maxsize=1)
+def _word_of_piece() -> torch.Tensor:
+    """For every value of a piece, the word of its chunks' tables: for a chunk value c the
+    table is the c bits below bit c, (1 << c) - 1, shifted into the chunk's place (the tables
+    sharing a word are disjoint, so adding them packs them)."""
+    chunks, size = 64 >> CHUNK_BITS, 1 << CHUNK_BITS
+    piece = torch.arange(1 << _PIECE_BITS, dtype=torch.int64).unsqueeze(-1)
+    values = (piece >> (torch.arange(chunks, dtype=torch.int64) * CHUNK_BITS)) & (size - 1)
+    place = torch.arange(chunks, dtype=torch.int64) * size
+    return (((torch.ones_like(values) << values) - 1) << place).sum(-1)
 
 
 BIT_MATERIALS = (Compare(), Select())
