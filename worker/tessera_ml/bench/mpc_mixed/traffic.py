@@ -85,8 +85,11 @@ class _CountingMaterial(Provider):
     def __init__(self, inner: Provider) -> None:
         self.inner, self.stats = inner, inner.stats
         self.sent = self.shares = 0
+        self.requests: list[Request] = []
+        """The step's items, in the order asked: the schedule a dealer rank would replay."""
 
     def get(self, req: Request) -> list[torch.Tensor]:
+        self.requests.append(req)
         self.sent += bundle_bytes([req])
         self.shares += sum(slot_bytes(slot) for slot in layout(req))
         return self.inner.get(req)
