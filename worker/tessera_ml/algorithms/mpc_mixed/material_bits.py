@@ -116,14 +116,13 @@ def _less_tables(r_low: torch.Tensor, bits: int) -> torch.Tensor:
     4), and depends on that piece alone, so each word is one entry of a table over every value
     of a piece (``_word_of_piece``).
     """
-    words = table_words(bits)
-    piece_bits = _PIECE_BITS
-    shifts = torch.arange(words, dtype=torch.int64) * piece_bits
-    pieces = (r_low.unsqueeze(-1) >> shifts) & ((1 << piece_bits) - 1)
+    shifts = torch.arange(table_words(bits), dtype=torch.int64) * _PIECE_BITS
+    pieces = (r_low.unsqueeze(-1) >> shifts) & ((1 << _PIECE_BITS) - 1)
     return _word_of_piece()[pieces]
 
 
-_PIECE_BITS = (64 >> CHUNK_BITS) * CHUNK_BITS
+_TABLES_PER_WORD = 64 // (1 << CHUNK_BITS)
+_PIECE_BITS = _TABLES_PER_WORD * CHUNK_BITS
 """Bits of r whose chunks' tables fill one int64 word."""
 
 
@@ -132,7 +131,7 @@ def _word_of_piece() -> torch.Tensor:
     """For every value of a piece, the word of its chunks' tables: for a chunk value c the
     table is the c bits below bit c, (1 << c) - 1, shifted into the chunk's place (the tables
     sharing a word are disjoint, so adding them packs them)."""
-    chunks, size = 64 >> CHUNK_BITS, 1 << CHUNK_BITS
+    chunks, size = _TABLES_PER_WORD, 1 << CHUNK_BITS
     piece = torch.arange(1 << _PIECE_BITS, dtype=torch.int64).unsqueeze(-1)
     values = (piece >> (torch.arange(chunks, dtype=torch.int64) * CHUNK_BITS)) & (size - 1)
     place = torch.arange(chunks, dtype=torch.int64) * size
