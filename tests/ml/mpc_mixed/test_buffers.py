@@ -16,6 +16,7 @@ from tessera_ml.algorithms.mpc_mixed.dealer import (
 from tessera_ml.algorithms.mpc_mixed.local import share_inputs
 from tessera_ml.algorithms.mpc_mixed.material import (
     deal,
+    deal_drawn,
     draw_share0,
     layout,
     sent,
@@ -31,6 +32,7 @@ from tessera_ml.algorithms.mpc_mixed.providers import (
     _split_bundle,
 )
 from tessera_ml.algorithms.mpc_mixed.reference import PlainMlp
+from tessera_ml.algorithms.mpc_mixed.request import Request
 from tessera_ml.comm.base import Communicator
 from tessera_ml.comm.local import run_local
 from tessera_ml.comm.peer import Peer, local_pair
@@ -95,6 +97,23 @@ def test_the_dealer_draws_a_phase_at_once_and_sends_what_it_deals_item_by_item()
         made = draws.bundle(bundle_generator(SEED, 4, run), bundle_generator(seed1, 4, run))
         assert made.numel() == bundle_bytes(reqs)
         assert torch.equal(made, expected)
+
+
+@pytest.mark.parametrize("req", REQUESTS, ids=lambda r: f"{r.kind.name}-{r.bits}")
+def test_dealt_shares_written_into_given_tensors_are_those_dealt_alone(req: Request) -> None:
+    """With ``into``, each sent slot's share is written into its tensor (where the dealer's
+    bundle lays it out) and is the share ``deal_drawn`` makes without it; places for another
+    number of slots are refused."""
+    slots = layout(req)
+    share0 = [material.random_share(slot, Prg.derived(SEED, 1)) for slot in slots]
+    masks1 = [material.random_share(slots[i], Prg.derived(SEED, 2)) for i in material.free(req)]
+    alone = deal_drawn(req, share0, masks1)[1]
+    into = [torch.empty(slots[i].shape, dtype=slots[i].dtype) for i in sent(req)]
+    written = deal_drawn(req, share0, masks1, into)[1]
+    for i, target in zip(sent(req), into, strict=True):
+        assert written[i] is target and torch.equal(target, alone[i])
+    with pytest.raises(ValueError, match="places for other slots"):
+        deal_drawn(req, share0, masks1, into + into[:1])
 
 
 def test_a_slot_buffer_refills_the_same_tensors_with_each_runs_shares() -> None:

@@ -218,6 +218,8 @@ def deal_drawn(
     masks = free(req)
     if len(share0) != len(layout(req)) or len(masks1) != len(masks):
         raise ValueError(f"the {req.kind.name} item got shares for other slots than its own")
+    if into is not None and len(into) != len(layout(req)) - len(masks):
+        raise ValueError(f"the {req.kind.name} item got places for other slots than it sends")
     targets = iter(into) if into is not None else None
     joint = _Joint(req, share0, masks1)
     values = secrets(req, joint)
