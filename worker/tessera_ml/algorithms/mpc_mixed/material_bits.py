@@ -4,7 +4,7 @@ random bits that let a secret bit multiply additive shares."""
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 
 import torch
 
@@ -126,7 +126,7 @@ _PIECE_BITS = _TABLES_PER_WORD * CHUNK_BITS
 """Bits of r whose chunks' tables fill one int64 word."""
 
 
-@lru_cache(maxsize=1)
+@cache
 def _word_of_piece() -> torch.Tensor:
     """For every value of a piece, the word of its chunks' tables: for a chunk value c the
     table is the c bits below bit c, (1 << c) - 1, shifted into the chunk's place (the tables
