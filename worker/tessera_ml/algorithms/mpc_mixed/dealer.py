@@ -76,6 +76,7 @@ def mask_and_sent_slots(reqs: list[Request]) -> tuple[list[Slot], list[Slot]]:
     return masks, others
 
 
+@torch.inference_mode()
 def serve(
     comm: Communicator,
     party0: int,
@@ -107,7 +108,8 @@ def serve(
         return draws[key].bundle(prg0, prg1)
 
     def make_ahead(key: int, run: int) -> None:
-        ahead[key] = bundle(key, run)
+        with torch.inference_mode():  # the buffers are inference tensors, as in this thread
+            ahead[key] = bundle(key, run)
 
     try:
         while True:

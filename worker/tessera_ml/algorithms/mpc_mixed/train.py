@@ -27,7 +27,10 @@ from tessera_ml.algorithms.mpc_mixed.roles import (
 from tessera_ml.context import RankContext
 
 
+@torch.inference_mode()
 def run(ctx: RankContext) -> dict[str, Any] | None:
+    # every role works on integer shares and never differentiates: without autograd's
+    # bookkeeping each of a step's thousand-odd small tensor operations costs less
     roles = Roles.of(ctx)
     role = ctx.role
     if role == "compute":

@@ -48,6 +48,7 @@ def schedule(mode: str, comparison: str, truncation: str, batch: int, hidden: in
     return material.requests
 
 
+@torch.inference_mode()  # as the dealer rank runs (``dealer.serve``)
 def dealer_cost(reqs: list[Request], runs: int) -> DealerCost:
     draws = _PhaseDraws(reqs)
     bundles, drawing = [], []

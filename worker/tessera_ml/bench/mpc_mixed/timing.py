@@ -155,6 +155,7 @@ class StepTimes:
     sleeps: list[int] = field(default_factory=list)
 
 
+@torch.inference_mode()  # as the job's ranks run (``train.run``)
 def _party(
     comm: Communicator,
     steps: int,
