@@ -18,8 +18,10 @@ from tessera_ml.algorithms.mpc_mixed import comparison
 from tessera_ml.algorithms.mpc_mixed.comparison import (
     CHUNK_BITS,
     COMPARISONS,
+    TREE_E_BIT,
     compare_chunks,
     tree_levels,
+    tree_places,
 )
 from tessera_ml.algorithms.mpc_mixed.party import Party
 from tessera_ml.algorithms.mpc_mixed.request import Kind, Request
@@ -70,33 +72,32 @@ class Binary:
         if fan_in:
             borrow = self._borrow_fan_in(g, e, bits, rest)
         else:
-            g, e = ((t.to(ring.dtype) << at).sum(-1, dtype=ring.dtype) for t in (g, e))
-            borrow = self._borrow_tree(g, e, ring, rest)
+            word = ((g | (e << TREE_E_BIT)).to(ring.dtype) << at).sum(-1, dtype=ring.dtype)
+            borrow = self._borrow_tree(word, ring, rest)
         bit = r_msb ^ borrow
         if self.party.index == 0:
             bit = bit ^ ((c >> (bits - 1)) & 1).to(torch.uint8) ^ 1
         return bit
 
     def _borrow_tree(
-        self, g: torch.Tensor, e: torch.Tensor, ring: Ring, tree: list[torch.Tensor]
+        self, word: torch.Tensor, ring: Ring, gates: list[torch.Tensor]
     ) -> torch.Tensor:
-        """The chunks' (g, e), chunk j at bit CHUNK_BITS * j of a word, combined two per
-        level: g (r larger so far), e (equal so far)."""
-        g, e = g.to(ring.dtype), e.to(ring.dtype)
+        """The chunks' g (r larger so far) and e (equal so far) in one word (``tree_places``),
+        combined two chunks per level by one AND gate: the left operand holds e_j at both of
+        chunk j's places, the right one the word shifted by the chunks' distance, so the gate
+        gives e_j AND g_(j-1) at g's place and e_j AND e_(j-1) at e's."""
+        g_bits, e_bits = tree_places(ring.bits)
         levels = tree_levels(ring.bits)
         shift = CHUNK_BITS
         for level in range(levels):
-            if level == levels - 1:
-                a, b1, ab1 = tree[5 * level : 5 * level + 3]
-                d_e, d_1 = self.party.open_xor(e ^ a, (g << shift) ^ b1)
-                g = g ^ self._and_share(d_e, d_1, a, b1, ab1)
-            else:
-                a, b1, b2, ab1, ab2 = tree[5 * level : 5 * level + 5]
-                d_e, d_1, d_2 = self.party.open_xor(e ^ a, (g << shift) ^ b1, (e << shift) ^ b2)
-                g = g ^ self._and_share(d_e, d_1, a, b1, ab1)
-                e = self._and_share(d_e, d_2, a, b2, ab2)
+            a, b, ab = gates[3 * level : 3 * level + 3]
+            e = word & e_bits
+            # the last level needs g alone
+            left = e >> TREE_E_BIT if level == levels - 1 else e ^ (e >> TREE_E_BIT)
+            d_left, d_right = self.party.open_xor(left ^ a, (word << shift) ^ b)
+            word = (word & g_bits) ^ self._and_share(d_left, d_right, a, b, ab)
             shift *= 2
-        return ((g >> (CHUNK_BITS * (compare_chunks(ring.bits) - 1))) & 1).to(torch.uint8)
+        return ((word >> (CHUNK_BITS * (compare_chunks(ring.bits) - 1))) & 1).to(torch.uint8)
 
     def _borrow_fan_in(
         self, g: torch.Tensor, e: torch.Tensor, bits: int, material: list[torch.Tensor]

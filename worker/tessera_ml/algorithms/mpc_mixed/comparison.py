@@ -15,8 +15,8 @@ few bits per element.
 
 ``FAN_IN`` sets the levels per ring: the 8 chunks of Z_2^32 in one level, the 16 of Z_2^64 in two
 of 4 (one level of 16 would need 2^16 mask products per element). The default comparison,
-the tree of ``binary.Binary``, combines two chunks per level instead, on XOR-shared ring
-words.
+the tree of ``binary.Binary``, combines two chunks per level instead, on one XOR-shared ring
+word per element that holds every chunk's g and e.
 """
 
 from __future__ import annotations
@@ -68,6 +68,17 @@ def lookup(
 def tree_levels(bits: int) -> int:
     """Levels of the tree comparison's prefix tree, two chunks per node."""
     return (compare_chunks(bits) - 1).bit_length()
+
+
+TREE_E_BIT = 2
+"""In the tree's ring word, chunk j's g sits at bit CHUNK_BITS * j and its e this many bits
+above."""
+
+
+def tree_places(bits: int) -> tuple[int, int]:
+    """The tree word's masks of the g bits and of the e bits (both below the sign bit)."""
+    g_bits = sum(1 << (CHUNK_BITS * j) for j in range(compare_chunks(bits)))
+    return g_bits, g_bits << TREE_E_BIT
 
 
 def words_for(count: int) -> int:

@@ -39,7 +39,7 @@ class Compare(MaterialKind):
         table = Slot((*s, table_words(req.bits)), torch.int64, True)
         slots = [arithmetic(s, req.bits), Slot(s, torch.uint8, True), table]
         if not req.fan_in:
-            gates = 5 * (tree_levels(req.bits) - 1) + 3
+            gates = 3 * tree_levels(req.bits)
             return slots + [Slot(s, dtype_of(req.bits), True)] * gates
         words = comparison.words_for(math.prod(s))
         for level in comparison.levels(req.bits):
@@ -55,11 +55,9 @@ class Compare(MaterialKind):
                 out.append(index)  # the level's masks; the ANDs of their subsets follow
                 index += len(comparison.level_shapes(level, words))
             return out
-        levels = tree_levels(req.bits)
-        for depth in range(levels):
-            last = depth == levels - 1
-            out += [index, index + 1] if last else [index, index + 1, index + 2]
-            index += 3 if last else 5
+        for _ in range(tree_levels(req.bits)):
+            out += [index, index + 1]  # a gate's two masks; their AND follows
+            index += 3
         return out
 
     def draw(self, req: Request, masks: Masks) -> list[torch.Tensor]:
@@ -72,14 +70,9 @@ class Compare(MaterialKind):
             for fan_in_level in comparison.levels(req.bits):
                 out += comparison.level_material(fan_in_level, words, masks.take)
             return out
-        levels = tree_levels(req.bits)
-        for level in range(levels):
-            a, b1 = masks.ring(ring, s), masks.ring(ring, s)
-            if level == levels - 1:
-                out += [a, b1, a & b1]
-            else:
-                b2 = masks.ring(ring, s)
-                out += [a, b1, b2, a & b1, a & b2]
+        for _ in range(tree_levels(req.bits)):
+            a, b = masks.ring(ring, s), masks.ring(ring, s)
+            out += [a, b, a & b]
         return out
 
 
