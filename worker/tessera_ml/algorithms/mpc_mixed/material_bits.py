@@ -63,7 +63,7 @@ class Compare(MaterialKind):
     def draw(self, req: Request, masks: Masks) -> list[torch.Tensor]:
         ring, s = ring_of(req), req.shape
         r = masks.ring(ring, s)
-        less = _less_tables(r.to(torch.int64) & ((1 << (req.bits - 1)) - 1), req.bits)
+        less = _less_tables(r & ((1 << (req.bits - 1)) - 1), req.bits)
         out = [r, ring.msb(r).to(torch.uint8), less]
         if req.fan_in:
             words = comparison.words_for(math.prod(s))
@@ -105,30 +105,29 @@ def _less_tables(r_low: torch.Tensor, bits: int) -> torch.Tensor:
     """Per chunk j of r, bit v of table j is [chunk > v]; table j starts at bit
     j * 2^CHUNK_BITS of the packed words.
 
-    A word holds the tables of the chunks of one piece of r's bits (16 of them: four chunks of
-    4), and depends on that piece alone, so each word is one entry of a table over every value
-    of a piece (``_word_of_piece``).
+    A byte of r holds two chunks, whose tables are 32 bits of the packed words that depend on
+    that byte alone (``_tables_of_byte``); read byte by byte, they lie in memory in the words'
+    order (little-endian, as ``comparison.lookup`` reads them).
     """
-    shifts = torch.arange(table_words(bits), dtype=torch.int64) * _PIECE_BITS
-    pieces = (r_low.unsqueeze(-1) >> shifts) & ((1 << _PIECE_BITS) - 1)
-    return _word_of_piece()[pieces]
+    ring_bits = r_low.to(torch.int32 if bits == 32 else torch.int64).contiguous()
+    places = ring_bits.unsqueeze(-1).view(torch.uint8).reshape(-1).to(torch.int32)
+    tables = _tables_of_byte().index_select(0, places).view(torch.int64)
+    return tables.view(*r_low.shape, table_words(bits))
 
 
-_TABLES_PER_WORD = 64 // (1 << CHUNK_BITS)
-_PIECE_BITS = _TABLES_PER_WORD * CHUNK_BITS
-"""Bits of r whose chunks' tables fill one int64 word."""
+_CHUNKS_PER_BYTE = 8 // CHUNK_BITS
 
 
 @cache
-def _word_of_piece() -> torch.Tensor:
-    """For every value of a piece, the word of its chunks' tables: for a chunk value c the
-    table is the c bits below bit c, (1 << c) - 1, shifted into the chunk's place (the tables
-    sharing a word are disjoint, so adding them packs them)."""
-    chunks, size = _TABLES_PER_WORD, 1 << CHUNK_BITS
-    piece = torch.arange(1 << _PIECE_BITS, dtype=torch.int64).unsqueeze(-1)
-    values = (piece >> (torch.arange(chunks, dtype=torch.int64) * CHUNK_BITS)) & (size - 1)
-    place = torch.arange(chunks, dtype=torch.int64) * size
-    return (((torch.ones_like(values) << values) - 1) << place).sum(-1)
+def _tables_of_byte() -> torch.Tensor:
+    """For every value of a byte, the tables of its chunks packed into an int32 word: for a
+    chunk value c the table is the c bits below bit c, (1 << c) - 1, shifted into the chunk's
+    place (the tables sharing a word are disjoint, so adding them packs them)."""
+    size = 1 << CHUNK_BITS
+    byte = torch.arange(256, dtype=torch.int32).unsqueeze(-1)
+    values = (byte >> (torch.arange(_CHUNKS_PER_BYTE, dtype=torch.int32) * CHUNK_BITS)) & (size - 1)
+    place = torch.arange(_CHUNKS_PER_BYTE, dtype=torch.int32) * size
+    return (((torch.ones_like(values) << values) - 1) << place).sum(-1, dtype=torch.int32)
 
 
 BIT_MATERIALS = (Compare(), Select())
