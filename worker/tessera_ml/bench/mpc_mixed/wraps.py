@@ -1,12 +1,16 @@
-"""How often local truncation would go wrong in one training step.
+"""How often local truncation would go wrong in training steps.
 
 Local truncation (``truncation: local``) is off by 2^(64 - d) when the two shares' signed sum
 wraps, which for party 0's uniform share happens with probability |x| / 2^64 per element. This
-runs one step of the digits MLP on two in-process parties, reads every value they truncate
+runs steps of the digits MLP on two in-process parties, reads every value they truncate
 locally from both shares (only possible here, where one process holds both), and sums that
-probability: the expected number of wrong truncations per step.
+probability: the expected number of wrong truncations per step. One step (the default) trains
+on the first ``batch`` rows from the initial weights; ``--steps N`` runs a job's first N steps
+(its batches in the job's order, learning rate 0.5) and gives the mean over them and the
+largest step's.
 
-``python -m tessera_ml.bench.mpc_mixed.wraps [--mode all64] [--batch 128] [--hidden 64]``
+``python -m tessera_ml.bench.mpc_mixed.wraps [--mode all64] [--batch 128] [--hidden 64]
+[--steps 1]``
 """
 
 from __future__ import annotations
@@ -33,19 +37,37 @@ class WrapRisk:
     largest_bits: int
     """Bit length of the largest |x| truncated locally."""
     seen: int
-    """Wrong truncations that happened in this step."""
+    """Wrong truncations that happened in these steps."""
+    steps: int = 1
+    largest_per_step: float = 0.0
+    """The largest step's expected wrong truncations."""
 
 
 def wrap_risk(
-    mode: str = "all64", batch: int = 128, hidden: int = 64, comparison: str = "tree"
+    mode: str = "all64",
+    batch: int = 128,
+    hidden: int = 64,
+    comparison: str = "tree",
+    steps: int = 1,
 ) -> WrapRisk:
     prec = Precision.of(mode, 12, 20)
-    x = data.features("sklearn:digits").train[:batch]
+    features = data.features("sklearn:digits").train
     labels, classes = data.labels("sklearn:digits")
-    onehot = torch.nn.functional.one_hot(labels.train[:batch], classes).double()
-    params = init_params([x.shape[1], hidden, classes], True, 0)
-    xf, xb, yb = share_inputs(prec, x, onehot, 1000)
+    onehot = torch.nn.functional.one_hot(labels.train, classes).double()
+    params = init_params([features.shape[1], hidden, classes], True, 0)
+    if steps == 1:
+        rows = [torch.arange(batch)]
+    else:
+        rows = [
+            idx
+            for epoch in range(-(-steps * batch // features.shape[0]) + 1)
+            for idx in data.batches(features.shape[0], batch, epoch, 0)
+        ][:steps]
+    shared = [
+        share_inputs(prec, features[idx], onehot[idx], 1000 + i) for i, idx in enumerate(rows)
+    ]
     seen: list[list[torch.Tensor]] = [[], []]
+    step_of: list[int] = []
     lock = threading.Lock()
 
     def record(eng: Engine) -> None:
@@ -54,34 +76,44 @@ def wrap_risk(
         def recorded(v: torch.Tensor, shift: int) -> torch.Tensor:
             with lock:
                 seen[eng.index].append(v.clone())
+                if eng.index == 0:
+                    step_of.append(current[0])
             return local(v, shift)
 
         eng.arith.trunc_local = recorded  # type: ignore[method-assign,assignment]
 
+    current = [0]  # the step party 0 is in
     e0, e1 = engines(0, comparison=comparison, truncation="local")
     for eng in (e0, e1):
         record(eng)
 
     def party(eng: Engine, i: int) -> None:
         model = SharedMlp.from_plain(eng, params, prec.backward, True)
-        train_step(eng, prec, model, xf[i], xb[i], yb[i], 0.5)
+        for step, (xf, xb, yb) in enumerate(shared):
+            if i == 0:
+                current[0] = step
+            train_step(eng, prec, model, xf[i], xb[i], yb[i], 0.5)
 
     run_pair(party, (e0, 0), (e1, 1))
-    return _risk(seen[0], seen[1])
+    return _risk(seen[0], seen[1], step_of, len(rows))
 
 
-def _risk(first: list[torch.Tensor], second: list[torch.Tensor]) -> WrapRisk:
-    """From both parties' shares of each locally truncated value, in the order truncated."""
-    expected, elements, largest, wrong = 0.0, 0, 0, 0
-    for a, b in zip(first, second, strict=True):
+def _risk(
+    first: list[torch.Tensor], second: list[torch.Tensor], step_of: list[int], steps: int
+) -> WrapRisk:
+    """From both parties' shares of each locally truncated value, in the order truncated, and
+    the step of each."""
+    per_step = [0.0] * steps
+    elements, largest, wrong = 0, 0, 0
+    for a, b, step in zip(first, second, step_of, strict=True):
         x = a + b
-        expected += float((x.double().abs() / 2.0**64).sum())
+        per_step[step] += float((x.double().abs() / 2.0**64).sum())
         elements += x.numel()
         largest = max(largest, int(x.abs().max()).bit_length())
         # the signed sum of the shares, exactly: wrapped when it leaves the int64 range
         exact = a.double() + b.double()
         wrong += int(((exact - x.double()).abs() > 2.0**62).sum())
-    return WrapRisk(expected, elements, largest, wrong)
+    return WrapRisk(sum(per_step) / steps, elements // steps, largest, wrong, steps, max(per_step))
 
 
 def main() -> None:
@@ -90,12 +122,15 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--comparison", choices=["tree", "fan_in"], default="tree")
+    parser.add_argument("--steps", type=int, default=1)
     args = parser.parse_args()
-    risk = wrap_risk(args.mode, args.batch, args.hidden, args.comparison)
+    risk = wrap_risk(args.mode, args.batch, args.hidden, args.comparison, args.steps)
     print(
-        f"{args.mode}, batch {args.batch}: {risk.elements:,} elements truncated locally per "
-        f"step, the largest below 2^{risk.largest_bits}; expected wrong truncations per step "
-        f"{risk.expected_per_step:.2e} (seen in this step: {risk.seen})"
+        f"{args.mode}, batch {args.batch}, {risk.steps} step(s): {risk.elements:,} elements "
+        f"truncated locally per step, the largest below 2^{risk.largest_bits}; expected wrong "
+        f"truncations per step {risk.expected_per_step:.2e} (the largest step's "
+        f"{risk.largest_per_step:.2e}; over the steps {risk.expected_per_step * risk.steps:.3f}; "
+        f"seen: {risk.seen})"
     )
 
 
