@@ -109,7 +109,7 @@ def _less_tables(r_low: torch.Tensor, bits: int) -> torch.Tensor:
     that byte alone (``_tables_of_byte``); read byte by byte, they lie in memory in the words'
     order (little-endian, as ``comparison.lookup`` reads them).
     """
-    ring_bits = r_low.to(torch.int32 if bits == 32 else torch.int64).contiguous()
+    ring_bits = r_low.to(dtype_of(bits)).contiguous()
     places = ring_bits.unsqueeze(-1).view(torch.uint8).reshape(-1).to(torch.int32)
     tables = _tables_of_byte().index_select(0, places).view(torch.int64)
     return tables.view(*r_low.shape, table_words(bits))
