@@ -75,6 +75,7 @@ TREE_E_BIT = 2
 above."""
 
 
+@functools.cache
 def tree_places(bits: int) -> tuple[int, int]:
     """The tree word's masks of the g bits and of the e bits (both below the sign bit)."""
     g_bits = sum(1 << (CHUNK_BITS * j) for j in range(compare_chunks(bits)))
