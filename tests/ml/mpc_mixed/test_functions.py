@@ -9,6 +9,7 @@ from tessera_ml.algorithms.mpc_mixed.layers import (
     norm_backward,
     norm_forward,
 )
+from tessera_ml.algorithms.mpc_mixed.local import engines
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 
@@ -84,14 +85,18 @@ def test_reciprocal_square_root_in_32_bits_where_it_fits() -> None:
 
 
 @pytest.mark.parametrize(
-    ("ring", "wide"), [(R32, False), (R32, True), (R64, False)], ids=["r32", "r32-wide", "r64"]
+    ("ring", "wide", "truncation"),
+    [(R32, False, "masked"), (R32, True, "masked"), (R32, True, "local"), (R64, False, "masked")],
+    ids=["r32", "r32-wide", "r32-wide-lifted", "r64"],
 )
-def test_softmax_matches_its_plaintext_form(ring: Ring, wide: bool) -> None:
+def test_softmax_matches_its_plaintext_form(ring: Ring, wide: bool, truncation: str) -> None:
     logits = torch.randn(30, 10, generator=GEN, dtype=torch.float64) * 4
     logits[0] = 0.0
     logits[1, 3] = 40.0  # one dominant class: others clamp to zero
     enc = ring.encode(logits)
-    out = ring.decode(on_both(lambda e, v: F.softmax(e, v, ring, wide), enc, ring=ring))
+    out = ring.decode(
+        on_both(lambda e, v: F.softmax(e, v, ring, wide), enc, ring=ring, truncation=truncation)
+    )
     expected = F.softmax_plain(ring.decode(ring.encode(logits)))
     assert torch.allclose(out, expected, atol=0.01 if ring.bits == 32 else 1e-4)
     assert torch.allclose(out.sum(1), torch.ones(30, dtype=torch.float64), atol=0.02)
@@ -159,3 +164,45 @@ def test_exp_surrogate_over_its_domain_and_past_its_cut(ring: Ring, wide: bool) 
     out = ring.decode(on_both(lambda e, v: F.exp_surrogate(e, v, ring, wide), enc, ring=ring))
     assert torch.allclose(out, F.exp_surrogate_plain(x), atol=8 * 2.0**-ring.frac)
     assert (out[x <= -16] == 0).all()
+
+
+def test_with_local_truncation_the_wide_softmax_goes_on_in_z64_after_its_first_square() -> None:
+    """``lifted``: the exponential's first square is the only wide product; the rest are Z_2^64
+    products at the forward ring's fractional bits with local truncations, in as many rounds
+    as the wide chain takes, and the product comes back exact in Z_2^64 as before."""
+    logits = torch.randn(20, 10, generator=GEN, dtype=torch.float64) * 4
+    logits[0] = 0.0
+    enc = R32.encode(logits)
+    high = Ring(64, R32.frac)
+
+    def run(truncation: str) -> tuple[torch.Tensor, int, int]:
+        counts: dict[str, int] = {}
+
+        def fn(eng: Engine, v: torch.Tensor) -> torch.Tensor:
+            wide_mul = eng.wide.wide_mul
+
+            def counted(*args: torch.Tensor) -> torch.Tensor:
+                counts["wide"] = counts.get("wide", 0) + 1
+                return wide_mul(*args)
+
+            eng.wide.wide_mul = counted  # type: ignore[method-assign]
+            before = eng.peer.stats.rounds
+            product = F.softmax_product(eng, v, R32, wide=True)
+            counts["rounds"] = eng.peer.stats.rounds - before
+            assert product.dtype == torch.int64
+            return product
+
+        out = on_both(fn, enc, ring=R32, truncation=truncation)
+        return out, counts["rounds"], counts["wide"]
+
+    lifted_out, lifted_rounds, lifted_wide = run("local")
+    wide_out, wide_rounds, wide_wide = run("masked")
+    expected = F.softmax_plain(R32.decode(enc))
+    two_frac = Ring(64, 2 * R32.frac)
+    for out in (lifted_out, wide_out):
+        assert torch.allclose(two_frac.decode(out), expected, atol=0.01)
+    assert lifted_rounds == wide_rounds
+    assert (lifted_wide, wide_wide) == (2, 2 * 13)  # both parties' calls
+    assert F.lifted(engines(truncation="local")[0], R32, True) == high
+    assert F.lifted(engines(truncation="masked")[0], R32, True) is None
+    assert F.lifted(engines(truncation="local")[0], R32, False) is None

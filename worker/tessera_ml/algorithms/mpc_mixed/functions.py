@@ -5,7 +5,8 @@ Softmax form: p_i = f(z_i - max_j z_j) / sum_j f(z_j - max_j z_j) with f(x) = re
 the limit approximation of exp made exact-zero below -16. The row maximum comes from all pairwise
 secure comparisons at once, f from a ReLU and four squarings, and 1/sum (the sum lies in
 [1, classes]) from Newton's iteration started at the minimax line. The cross-entropy gradient is
-p - y.
+p - y. In ``mixed`` with local truncation the products after the exponential's first square run
+in Z_2^64 at the forward ring's fractional bits (``lifted``).
 """
 
 from __future__ import annotations
@@ -80,14 +81,32 @@ def mul_trunc(
     return eng.arith.trunc(product, ring.frac + extra, ring, large=extra > 0)
 
 
+def lifted(eng: Engine, ring: Ring, wide: bool) -> Ring | None:
+    """Where the softmax's products after its first run, if not in ``ring``: with ``wide``
+    products of Z_2^32 shares and local truncation, in Z_2^64 at the same fractional bits.
+    There a Beaver product and a local truncation take one round, as a wide product does, at
+    about half its operations and dealer bytes; at ``ring.frac`` bits the values truncated stay
+    at most 2^32 (a wrong truncation below 2^-31 per element). The first
+    square lifts the exponential's input there, exactly (``Wide.wide_mul``)."""
+    if wide and ring.bits == 32 and eng.arith.truncation == "local":
+        return Ring(64, ring.frac)
+    return None
+
+
 def exp_surrogate(eng: Engine, x: torch.Tensor, ring: Ring, wide: bool = False) -> torch.Tensor:
-    """relu(1 + x/2^k)^(2^k) for x <= 0; ``wide``: see ``mul_trunc``.
+    """relu(1 + x/2^k)^(2^k) for x <= 0; ``wide``: see ``mul_trunc``. The result is in
+    ``lifted(eng, ring, wide)`` where that is a ring, else in ``ring``.
 
     Where the first square has room (Z_2^64, or wide products), relu(2^k + x) = 2^k relu(1 +
     x/2^k) is squared and the factor 2^(2k) leaves with that square's truncation; in Z_2^32
     alone x is truncated by k bits first (one round more)."""
     k = SOFTMAX_SQUARINGS
-    if wide or ring.bits == 64:
+    high = lifted(eng, ring, wide)
+    if high is not None:
+        y, _ = eng.binary.relu(eng.add_public(x, ring.scale << k), ring)
+        y = eng.arith.trunc(eng.wide.wide_mul(y), ring.frac + 2 * k, high)
+        ring, wide = high, False
+    elif wide or ring.bits == 64:
         y, _ = eng.binary.relu(eng.add_public(x, ring.scale << k), ring)
         y = mul_trunc(eng, y, None, ring, wide, extra=2 * k)
     else:
@@ -224,6 +243,9 @@ def softmax_product(
     shifted = logits - row_max(eng, logits, ring)
     e = exp_surrogate(eng, shifted, ring, wide)
     total = ring_sum(e, -1, keepdim=True)
+    high = lifted(eng, ring, wide)
+    if high is not None:
+        return eng.arith.mul(e, reciprocal(eng, total, high, logits.shape[-1]), high)
     inv = reciprocal(eng, total, ring, logits.shape[-1], wide)
     if wide and ring.bits == 32:
         return eng.wide.wide_mul(e, inv.expand_as(e).contiguous())
