@@ -175,25 +175,25 @@ def test_with_local_truncation_the_wide_softmax_goes_on_in_z64_after_its_first_s
     enc = R32.encode(logits)
     high = Ring(64, R32.frac)
 
-    def run(truncation: str) -> tuple[torch.Tensor, int, int]:
-        counts: dict[str, int] = {}
+    def run(truncation: str) -> tuple[torch.Tensor, list[int], list[int]]:
+        rounds, wides = [0, 0], [0, 0]  # per party: each party's thread writes its own
 
         def fn(eng: Engine, v: torch.Tensor) -> torch.Tensor:
             wide_mul = eng.wide.wide_mul
 
             def counted(*args: torch.Tensor) -> torch.Tensor:
-                counts["wide"] = counts.get("wide", 0) + 1
+                wides[eng.index] += 1
                 return wide_mul(*args)
 
             eng.wide.wide_mul = counted  # type: ignore[method-assign]
             before = eng.peer.stats.rounds
             product = F.softmax_product(eng, v, R32, wide=True)
-            counts["rounds"] = eng.peer.stats.rounds - before
+            rounds[eng.index] = eng.peer.stats.rounds - before
             assert product.dtype == torch.int64
             return product
 
         out = on_both(fn, enc, ring=R32, truncation=truncation)
-        return out, counts["rounds"], counts["wide"]
+        return out, rounds, wides
 
     lifted_out, lifted_rounds, lifted_wide = run("local")
     wide_out, wide_rounds, wide_wide = run("masked")
@@ -201,8 +201,8 @@ def test_with_local_truncation_the_wide_softmax_goes_on_in_z64_after_its_first_s
     two_frac = Ring(64, 2 * R32.frac)
     for out in (lifted_out, wide_out):
         assert torch.allclose(two_frac.decode(out), expected, atol=0.01)
-    assert lifted_rounds == wide_rounds
-    assert (lifted_wide, wide_wide) == (2, 2 * 13)  # both parties' calls
+    assert lifted_rounds == wide_rounds and min(wide_rounds) > 0
+    assert (lifted_wide, wide_wide) == ([1, 1], [13, 13])
     assert F.lifted(engines(truncation="local")[0], R32, True) == high
     assert F.lifted(engines(truncation="masked")[0], R32, True) is None
     assert F.lifted(engines(truncation="local")[0], R32, False) is None

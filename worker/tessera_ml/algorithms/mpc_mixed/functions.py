@@ -85,9 +85,10 @@ def lifted(eng: Engine, ring: Ring, wide: bool) -> Ring | None:
     """Where the softmax's products after its first run, if not in ``ring``: with ``wide``
     products of Z_2^32 shares and local truncation, in Z_2^64 at the same fractional bits.
     There a Beaver product and a local truncation take one round, as a wide product does, at
-    about half its operations and dealer bytes; at ``ring.frac`` bits the values truncated stay
-    at most 2^32 (a wrong truncation below 2^-31 per element). The first
-    square lifts the exponential's input there, exactly (``Wide.wide_mul``)."""
+    about half its operations and dealer bytes. The first square lifts the exponential's input
+    there, exactly (``Wide.wide_mul``); the largest value truncated locally is that square's,
+    at most 2^(2 frac + 2k) (k = SOFTMAX_SQUARINGS): 2^32 at the default 12 bits, 2^36 at the
+    most the spec allows, a wrong truncation below 2^-28 per element."""
     if wide and ring.bits == 32 and eng.arith.truncation == "local":
         return Ring(64, ring.frac)
     return None
