@@ -28,9 +28,11 @@ def _bit_balance(words: torch.Tensor, bits: int) -> torch.Tensor:
     return torch.stack([((as64 >> k) & 1).double().mean() for k in range(bits)])
 
 
-@pytest.mark.parametrize("comparison", ["tree", "fan_in"])
-def test_messages_are_uniform_and_carry_no_plaintext(comparison: str) -> None:
-    run = train_both("mixed", steps=2, comparison=comparison)
+@pytest.mark.parametrize(
+    ("comparison", "truncation"), [("tree", "masked"), ("fan_in", "masked"), ("tree", "local")]
+)
+def test_messages_are_uniform_and_carry_no_plaintext(comparison: str, truncation: str) -> None:
+    run = train_both("mixed", steps=2, comparison=comparison, truncation=truncation)
     secrets = _plaintexts(run)
     for received in run.received:
         assert len(received) > 100
