@@ -103,13 +103,13 @@ def exp_surrogate(eng: Engine, x: torch.Tensor, ring: Ring, wide: bool = False) 
     alone x is truncated by k bits first (one round more)."""
     k = SOFTMAX_SQUARINGS
     high = lifted(eng, ring, wide)
-    if high is not None:
+    if wide or ring.bits == 64:
         y, _ = eng.binary.relu(eng.add_public(x, ring.scale << k), ring)
-        y = eng.arith.trunc(eng.wide.wide_mul(y), ring.frac + 2 * k, high)
-        ring, wide = high, False
-    elif wide or ring.bits == 64:
-        y, _ = eng.binary.relu(eng.add_public(x, ring.scale << k), ring)
-        y = mul_trunc(eng, y, None, ring, wide, extra=2 * k)
+        if high is not None:
+            y = eng.arith.trunc(eng.wide.wide_mul(y), ring.frac + 2 * k, high)
+            ring, wide = high, False
+        else:
+            y = mul_trunc(eng, y, None, ring, wide, extra=2 * k)
     else:
         base = eng.add_public(eng.arith.trunc(x, k, ring), ring.scale)
         y, _ = eng.binary.relu(base, ring)
