@@ -1,27 +1,29 @@
-"""Emulated device speed: paced work takes 1/speed of its CPU time, waiting is not stretched."""
+"""Emulated device speed: paced work takes 1/speed of its thread's CPU time, waiting is not
+stretched, and each thread paces its own work."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 
-from tessera_ml.pace import Pace, pace_option
+from tessera_ml.pace import Pace
 
 
 def _spin(cpu_s: float) -> None:
-    began = time.process_time()
-    while time.process_time() - began < cpu_s:
+    began = time.thread_time()
+    while time.thread_time() - began < cpu_s:
         pass
 
 
 def test_paced_work_sleeps_for_the_missing_share_of_its_cpu_time() -> None:
     pace = Pace(0.25)
-    began_cpu = time.process_time()
+    began_cpu = time.thread_time()
     began = time.perf_counter()
     with pace.work():
         _spin(0.05)
-    cpu = time.process_time() - began_cpu
+    cpu = time.thread_time() - began_cpu
     wall = time.perf_counter() - began
     # three times the CPU time on top of the work itself, and the sleep costs no CPU
     assert pace.slept_s == pytest.approx(3 * cpu, rel=0.2)
@@ -36,18 +38,52 @@ def test_waiting_is_not_stretched() -> None:
     assert pace.slept_s < 0.05
 
 
+def test_another_threads_work_does_not_stretch_this_threads_block() -> None:
+    pace = Pace(0.1)
+    helper = threading.Thread(target=_spin, args=(0.05,))
+    with pace.work():
+        helper.start()
+        helper.join()
+    # 0.05 s of CPU in the process while the block waited: a process-wide clock would sleep
+    # 0.45 s for it
+    assert pace.slept_s < 0.05
+
+
+def test_threads_pace_their_own_blocks() -> None:
+    pace = Pace(0.5)
+
+    def paced() -> None:
+        with pace.work():
+            _spin(0.03)
+
+    helpers = [threading.Thread(target=paced) for _ in range(2)]
+    for helper in helpers:
+        helper.start()
+    for helper in helpers:
+        helper.join()
+    # each sleeps for its own 0.03 s of CPU
+    assert pace.slept_s == pytest.approx(0.06, rel=0.3)
+
+
+def test_catch_up_sleeps_for_the_work_so_far_and_the_block_only_for_what_follows() -> None:
+    pace = Pace(0.25)
+    pace.catch_up()  # outside a block: nothing
+    assert pace.slept_s == 0.0
+    with pace.work():
+        _spin(0.02)
+        pace.catch_up()
+        caught_up = pace.slept_s
+        _spin(0.01)
+    assert caught_up == pytest.approx(3 * 0.02, rel=0.3)
+    assert pace.slept_s - caught_up == pytest.approx(3 * 0.01, rel=0.4)
+
+
 def test_full_speed_never_sleeps_and_bad_speeds_are_refused() -> None:
     pace = Pace(1.0)
     with pace.work():
         _spin(0.01)
+        pace.catch_up()
     assert pace.slept_s == 0.0
     for speed in (0.0, -1.0, 1.5):
         with pytest.raises(ValueError, match="pace"):
             Pace(speed)
-
-
-def test_pace_option_reads_this_process_entry() -> None:
-    assert pace_option({}, 0) == 1.0
-    assert pace_option({"pace": [1.0, 0.5]}, 1) == 0.5
-    with pytest.raises(ValueError, match="one speed"):
-        pace_option({"pace": [1.0]}, 1)

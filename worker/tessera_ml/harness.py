@@ -34,6 +34,10 @@ class Harness:
         it to emulate a slower device."""
         return nullcontext()
 
+    def catch_up(self) -> None:
+        """Inside ``work``, where the rank lets its peers see progress (a bucket of gradients
+        ready): a harness that stretches work lets the time catch up with the work so far."""
+
     def turn(self, index: int, meet: Callable[[], None]) -> AbstractContextManager[None]:
         """Around one step of member ``index`` (0 or 1) of a pair that meets through ``meet``:
         a harness may hold the machine for it, so side-by-side runs take turns."""

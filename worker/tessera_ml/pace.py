@@ -4,16 +4,22 @@ A CPU machine cannot give four ranks four devices of different speeds: with fewe
 ranks, a rank given fewer threads is not reliably slower than one given more. ``Pace`` slows a
 rank by a known factor instead: after each piece of work it sleeps for the CPU time the work
 took times ``1/speed - 1``, so the work takes ``1/speed`` times as long while the sleep leaves
-the core to the other ranks. The CPU time is the process's (all its threads), measured with
-``time.process_time``; waiting for peers costs no CPU and is not stretched.
+the core to the other ranks. Waiting for peers costs no CPU and is not stretched.
+
+The CPU time is the calling thread's (``time.thread_time``), so each of a rank's threads paces
+its own work, as every thread of a slower device would be slower: a helper thread that reduces
+gradients while the main thread computes is paced in its own ``work`` blocks, and its CPU does
+not lengthen the main thread's sleep. ``catch_up`` inside a block sleeps for the work done so
+far, at a point where the rank lets others see progress (a bucket of gradients ready), so what
+follows it starts when it would on the slower device rather than before the block's one sleep.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 
 class Pace:
@@ -21,28 +27,36 @@ class Pace:
         if not 0.0 < speed <= 1.0:
             raise ValueError(f"pace must be in (0, 1], got {speed}")
         self.speed = speed
-        self.slept_s = 0.0
+        self._slept_s = 0.0
+        self._lock = threading.Lock()
+        self._local = threading.local()
+
+    @property
+    def slept_s(self) -> float:
+        """Seconds slept so far, over all threads."""
+        return self._slept_s
 
     @contextmanager
     def work(self) -> Iterator[None]:
-        """Run the block, then stretch it to ``1/speed`` of its CPU time."""
+        """Run the block, then stretch it to ``1/speed`` of this thread's CPU time in it."""
         if self.speed == 1.0:
             yield
             return
-        began = time.process_time()
+        self._local.since = time.thread_time()
         try:
             yield
         finally:
-            extra = (time.process_time() - began) * (1.0 / self.speed - 1.0)
-            time.sleep(extra)
-            self.slept_s += extra
+            self.catch_up()
+            self._local.since = None
 
-
-def pace_option(options: dict[str, Any], local_index: int) -> float:
-    """The ``pace`` option of a process: a list with one speed per process, default 1."""
-    configured = options.get("pace")
-    if configured is None:
-        return 1.0
-    if not isinstance(configured, list) or len(configured) <= local_index:
-        raise ValueError("option pace must be a list with one speed in (0, 1] per process")
-    return float(configured[local_index])
+    def catch_up(self) -> None:
+        """Inside ``work``: sleep for the CPU time this thread has spent since the block
+        began or since its last ``catch_up``. Outside a block, nothing."""
+        since = getattr(self._local, "since", None)
+        if since is None:
+            return
+        extra = (time.thread_time() - since) * (1.0 / self.speed - 1.0)
+        time.sleep(extra)
+        with self._lock:
+            self._slept_s += extra
+        self._local.since = time.thread_time()

@@ -19,6 +19,7 @@ from tessera_ml.bench.hier_sync.jobs import run_named
 from tessera_ml.comm.base import Communicator
 from tessera_ml.errors import CodedError
 from tessera_ml.worlds import RankOutcome, WorldJob, run_job, run_world
+from tests.ml.hier_sync.test_harness_hooks import run_hooks
 from tests.ml.hier_sync.test_ring import run_collectives
 from tests.ml.hier_sync.test_shared_node import run_shared
 from tests.ml.worlds import world_parties
@@ -115,6 +116,7 @@ def _world_main(comm: Communicator, job_list: list[WorldJob], shared: str) -> di
     return {
         "ring": run_collectives(comm),
         "shared": run_shared(comm, shared),
+        "hooks": run_hooks(comm),
         "jobs": run_named(comm, job_list),
         "refused": refused(comm, equal),
     }
@@ -138,6 +140,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "root": root,
         "ring": [out["ring"] for out in per_rank],
         "shared": [out["shared"] for out in per_rank],
+        "hooks": [out["hooks"] for out in per_rank],
         "jobs": outcomes,
         "refused": [out["refused"] for out in per_rank],
     }

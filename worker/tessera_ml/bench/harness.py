@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -17,6 +18,8 @@ from tessera_ml.bench.turns import keep_to_cpu, turn
 from tessera_ml.harness import Harness, LinkBytes
 from tessera_ml.netns import testbed_link_bytes
 from tessera_ml.pace import Pace
+
+_MAKING_PACE = threading.Lock()
 
 
 @dataclass
@@ -35,9 +38,14 @@ class BenchHarness(Harness):
     def work(self) -> AbstractContextManager[None]:
         if self.speed == 1.0:
             return nullcontext()
-        if self._pace is None:
-            self._pace = Pace(self.speed)
+        with _MAKING_PACE:  # a rank's helper threads may come here first at once
+            if self._pace is None:
+                self._pace = Pace(self.speed)
         return self._pace.work()
+
+    def catch_up(self) -> None:
+        if self._pace is not None:
+            self._pace.catch_up()
 
     def turn(self, index: int, meet: Callable[[], None]) -> AbstractContextManager[None]:
         if self.turns is None:

@@ -31,6 +31,7 @@ from tessera_ml.algorithms.hier_sync.quantize import Codec
 from tessera_ml.algorithms.hier_sync.slicing import piece_bounds
 from tessera_ml.algorithms.hier_sync.topology import Topology
 from tessera_ml.comm.base import Communicator
+from tessera_ml.harness import NO_HARNESS, Harness
 
 OptimizerFactory = Callable[[list[torch.Tensor]], torch.optim.Optimizer]
 
@@ -48,6 +49,7 @@ class HierSync:
         overlap: bool = True,
         compression: Codec | None = None,
         intra_node_transport: Literal["auto", "ring"] = "auto",
+        harness: Harness = NO_HARNESS,
     ) -> None:
         self.comm = comm
         self.flat = flat
@@ -76,6 +78,9 @@ class HierSync:
             else None
         )
         self.overlap = overlap
+        self.harness = harness
+        """Its ``work`` around the helper threads' reductions, ``catch_up`` as a bucket is
+        ready: where a benchmark paces an emulated slower device (``Harness``)."""
         self._ready = [threading.Event() for _ in flat.buckets]
         self._done = [threading.Event() for _ in flat.buckets]
         self._errors: list[BaseException] = []
@@ -203,6 +208,7 @@ class HierSync:
     # internals ---------------------------------------------------------------------------
 
     def _ready_bucket(self, bucket: int) -> None:
+        self.harness.catch_up()
         self._ready[bucket].set()
 
     def _reduce_in_node(self, bucket: int) -> None:
@@ -222,13 +228,15 @@ class HierSync:
         while self._intra.get() is not None:
             for b in range(len(self.bounds)):
                 self._ready[b].wait()
-                self._reduce_in_node(b)
+                with self.harness.work():
+                    self._reduce_in_node(b)
                 self._inter.put(b)
         self._inter.put(None)
 
     def _inter_loop(self) -> None:
         while (bucket := self._inter.get()) is not None:
-            self._reduce_across_nodes(bucket)
+            with self.harness.work():
+                self._reduce_across_nodes(bucket)
             self._done[bucket].set()
 
     def _guard(self, loop: Callable[[], None]) -> None:

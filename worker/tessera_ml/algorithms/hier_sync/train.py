@@ -63,6 +63,7 @@ class Trainer:
             overlap=self.config.overlap,
             compression=codec_of(self.config),
             intra_node_transport=self.config.intra_node_transport,
+            harness=self.ctx.harness,
         )
         self.inter_node_reported = (0, 0.0)
         """(step, cumulative inter-node bytes) at the last report."""

@@ -19,8 +19,8 @@ Three parts:
   ``--netns``, the bytes that crossed the rate-limited inter-node link per step (interface
   counters; ranks 0, 1 on host 0 and 2, 3 on host 1);
 - *proportional slicing*: device 1 of each node gets half the CPU of device 0 (CFS bandwidth
-  limits per rank where the machine allows them, else the harness's pacing) and reports half
-  the capacity; ``memory_and_compute`` slices against ``equal`` slices.
+  limits per rank where the machine allows them, else the harness's pacing at the same shares
+  of a core) and reports half the capacity; ``memory_and_compute`` slices against ``equal`` slices.
 
 ``--set parts=proportional`` (any of ``agreement,speed,proportional``) runs only the parts
 named; the compression sweep and convergence run with ``speed``.
@@ -266,19 +266,21 @@ def proportional(
 
     ``mode`` ``cpu_limit``: each rank gets its own CFS bandwidth limit, ``share`` of a core for
     the fast devices and ``share / slowdown`` for the slow one in each CFS period of
-    ``period_us`` (``cpu_limit.py``); ``pace``: the
-    harness stretches the slow device's work (``BenchHarness.speed``); ``threads``: the fast
-    devices get ``slowdown`` threads (needs a core per thread to mean anything). Every rank has
-    one thread otherwise. Equal and proportional runs alternate ``repeats`` times on one world,
-    so a change of the machine's load during the measurement falls on both.
+    ``period_us`` (``cpu_limit.py``); ``pace``: the harness paces every device's work, each
+    thread's, to the same shares of a core (``BenchHarness.speed``, ``tessera_ml.pace``), so
+    that the fast devices are faster only while the shares together fit in the machine's
+    cores; ``threads``: the fast devices get ``slowdown`` threads (needs a core per thread to
+    mean anything). Every rank has one thread otherwise. Equal and proportional runs alternate
+    ``repeats`` times on one world, so a change of the machine's load during the measurement
+    falls on both.
     """
     compute = ([slowdown] * (devices - 1) + [1.0]) * 2
     speeds = tuple(c / slowdown for c in compute)
     slow_ranks = (devices - 1, 2 * devices - 1)
     fast_ranks = tuple(r for r in range(2 * devices) if r not in slow_ranks)
     threads = [int(c) for c in compute] if mode == "threads" else [1] * (2 * devices)
-    harnesses = paced(speeds) if mode == "pace" else None
     shares = [share * speed for speed in speeds]
+    harnesses = paced(tuple(shares)) if mode == "pace" else None
     nodes = [
         {
             "party": PARTY,
@@ -338,7 +340,7 @@ def proportional(
         ],
         "threads_per_device": threads,
         "cpu_share_per_device": shares if mode == "cpu_limit" else None,
-        "pace_per_device": list(speeds) if mode == "pace" else [1.0] * (2 * devices),
+        "pace_per_device": shares if mode == "pace" else [1.0] * (2 * devices),
     }
 
 
