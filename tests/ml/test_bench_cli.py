@@ -90,6 +90,13 @@ def test_hier_sync_bench_runs_only_the_parts_named(
     # paced to the default 0.5 of a core, the slow devices to half that
     assert results["pace_per_device"] == [0.5, 0.5, 0.25] * 2
     assert results["intra_node_transport"] == ["shared_memory"]
+    # one alternation: its ratios are the run's
+    assert results["slow_device_sharded_phase_ratio_per_alternation"] == [
+        pytest.approx(results["slow_device_sharded_phase_ratio"])
+    ]
+    assert results["proportional_vs_equal_step_time_ratio_per_alternation"] == [
+        pytest.approx(results["proportional_vs_equal_step_time_ratio"])
+    ]
     assert results["slow_device_sharded_phase_s_equal"] > 0
     cpu = results["slow_device_sharded_phase_cpu_s_equal"]
     assert cpu > 0

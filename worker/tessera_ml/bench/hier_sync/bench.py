@@ -314,6 +314,15 @@ def proportional(
         for metric in (wall, cpu)
     }
     results = [o["sized-0"].result for o in outcomes]
+
+    def alternations(metric: str, ranks: Sequence[int]) -> list[float]:
+        """The ratio per alternation: how far one run's alternations already disagree."""
+        return [
+            _slowest(outcomes, [f"sized-{i}"], metric, warmup, ranks)
+            / _slowest(outcomes, [f"equal-{i}"], metric, warmup, ranks)
+            for i in range(repeats)
+        ]
+
     return {
         "equal_slices_step_time_s": equal_time,
         "proportional_slices_step_time_s": sized_time,
@@ -322,6 +331,10 @@ def proportional(
         "slow_device_sharded_phase_s_proportional": phases[("sized", "slow", wall)],
         "slow_device_sharded_phase_ratio": (
             phases[("sized", "slow", wall)] / phases[("equal", "slow", wall)]
+        ),
+        "slow_device_sharded_phase_ratio_per_alternation": alternations(wall, slow_ranks),
+        "proportional_vs_equal_step_time_ratio_per_alternation": alternations(
+            "step_time_s", everyone
         ),
         "fast_device_sharded_phase_ratio": (
             phases[("sized", "fast", wall)] / phases[("equal", "fast", wall)]
