@@ -78,6 +78,18 @@ def test_catch_up_sleeps_for_the_work_so_far_and_the_block_only_for_what_follows
     assert pace.slept_s - caught_up == pytest.approx(3 * 0.01, rel=0.4)
 
 
+def test_a_block_inside_another_is_paced_with_the_outer_one() -> None:
+    pace = Pace(0.5)
+    with pace.work():
+        with pace.work():
+            _spin(0.02)
+        inner_done = pace.slept_s
+        _spin(0.02)
+    # nothing slept when the inner block ended; the outer one sleeps for both
+    assert inner_done == 0.0
+    assert pace.slept_s == pytest.approx(0.04, rel=0.3)
+
+
 def test_full_speed_never_sleeps_and_bad_speeds_are_refused() -> None:
     pace = Pace(1.0)
     with pace.work():

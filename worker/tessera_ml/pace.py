@@ -38,8 +38,9 @@ class Pace:
 
     @contextmanager
     def work(self) -> Iterator[None]:
-        """Run the block, then stretch it to ``1/speed`` of this thread's CPU time in it."""
-        if self.speed == 1.0:
+        """Run the block, then stretch it to ``1/speed`` of this thread's CPU time in it. A
+        block inside another on the same thread is part of the outer one."""
+        if self.speed == 1.0 or getattr(self._local, "since", None) is not None:
             yield
             return
         self._local.since = time.thread_time()
