@@ -67,6 +67,9 @@ def test_hier_sync_bench_runs_only_the_parts_named(
     short = ["parts=agreement,proportional", "slow_mode=cpu_limit", "cfs_period_us=2000"]
     assert main(["hier_sync", *[a for s in short for a in ("--set", s)]]) == 2
     assert "0.25 core in a 2000 us period" in capsys.readouterr().err
+    paced = ["parts=agreement,proportional", "slow_mode=pace", "core_share=1.5"]
+    assert main(["hier_sync", *[a for s in paced for a in ("--set", s)]]) == 2
+    assert "a share of 1.5 core is not in (0, 1]" in capsys.readouterr().err
     assert ran == []
     out = tmp_path / "hier_sync.json"
     settings = [

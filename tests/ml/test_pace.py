@@ -3,11 +3,13 @@ stretched, and each thread paces its own work."""
 
 from __future__ import annotations
 
+import pickle
 import threading
 import time
 
 import pytest
 
+from tessera_ml.bench.harness import BenchHarness
 from tessera_ml.pace import Pace
 
 
@@ -88,6 +90,23 @@ def test_a_block_inside_another_is_paced_with_the_outer_one() -> None:
     # nothing slept when the inner block ended; the outer one sleeps for both
     assert inner_done == 0.0
     assert pace.slept_s == pytest.approx(0.04, rel=0.3)
+
+
+def test_a_pace_in_use_travels_to_another_process_with_its_speed() -> None:
+    pace = Pace(0.5)
+    with pace.work():
+        _spin(0.01)
+    harness = BenchHarness(speed=0.5)
+    with harness.work():
+        pass
+    copy, harness_copy = pickle.loads(pickle.dumps((pace, harness)))
+    assert (copy.speed, copy.slept_s) == (0.5, pace.slept_s)
+    with copy.work():
+        _spin(0.01)
+    assert copy.slept_s > pace.slept_s
+    with harness_copy.work():
+        _spin(0.01)
+        harness_copy.catch_up()
 
 
 def test_full_speed_never_sleeps_and_bad_speeds_are_refused() -> None:

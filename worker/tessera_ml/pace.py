@@ -12,6 +12,7 @@ gradients while the main thread computes is paced in its own ``work`` blocks, an
 not lengthen the main thread's sleep. ``catch_up`` inside a block sleeps for the work done so
 far, at a point where the rank lets others see progress (a bucket of gradients ready), so what
 follows it starts when it would on the slower device rather than before the block's one sleep.
+Threads that never enter a block (a library's own, such as gloo's) are not paced.
 """
 
 from __future__ import annotations
@@ -28,6 +29,16 @@ class Pace:
             raise ValueError(f"pace must be in (0, 1], got {speed}")
         self.speed = speed
         self._slept_s = 0.0
+        self._lock = threading.Lock()
+        self._local = threading.local()
+
+    def __getstate__(self) -> dict[str, float]:
+        return {"speed": self.speed, "slept_s": self._slept_s}
+
+    def __setstate__(self, state: dict[str, float]) -> None:
+        """A copy in another process: the same speed, its own lock and per-thread marks."""
+        self.speed = state["speed"]
+        self._slept_s = state["slept_s"]
         self._lock = threading.Lock()
         self._local = threading.local()
 

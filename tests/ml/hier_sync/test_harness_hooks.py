@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import torch
@@ -41,7 +41,7 @@ class Recording(Harness):
         with self._lock:
             self.reduced += threading.current_thread() is not threading.main_thread()
 
-    def work(self) -> Any:
+    def work(self) -> AbstractContextManager[None]:
         return self._work()
 
     def catch_up(self) -> None:
@@ -87,8 +87,8 @@ def test_helper_reductions_are_device_work_and_buckets_wait_for_the_time_to_catc
     for out in world["hooks"]:
         buckets = out["buckets"]
         assert buckets == 2
-        # the main thread: its backward block, then one catch-up per bucket, each before any
-        # reduction of that bucket has run (the helpers start a bucket only once it is ready)
+        # the main thread: its backward block, then one catch-up per bucket, the first before
+        # the helpers have reduced anything (they start a bucket only once it is ready)
         assert out["main"][0] == ("work", 0)
         catch_ups = [reduced for kind, reduced in out["main"] if kind == "catch_up"]
         assert len(catch_ups) == buckets

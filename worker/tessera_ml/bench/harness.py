@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -18,8 +17,6 @@ from tessera_ml.bench.turns import keep_to_cpu, turn
 from tessera_ml.harness import Harness, LinkBytes
 from tessera_ml.netns import testbed_link_bytes
 from tessera_ml.pace import Pace
-
-_MAKING_PACE = threading.Lock()
 
 
 @dataclass
@@ -31,16 +28,15 @@ class BenchHarness(Harness):
     def __post_init__(self) -> None:
         if not 0.0 < self.speed <= 1.0:
             raise ValueError(f"speed must be in (0, 1], got {self.speed}")
+        if self.speed < 1.0:
+            self._pace = Pace(self.speed)
 
     def link_bytes(self) -> LinkBytes | None:
         return testbed_link_bytes()
 
     def work(self) -> AbstractContextManager[None]:
-        if self.speed == 1.0:
+        if self._pace is None:
             return nullcontext()
-        with _MAKING_PACE:  # a rank's helper threads may come here first at once
-            if self._pace is None:
-                self._pace = Pace(self.speed)
         return self._pace.work()
 
     def catch_up(self) -> None:

@@ -267,12 +267,12 @@ def proportional(
     ``mode`` ``cpu_limit``: each rank gets its own CFS bandwidth limit, ``share`` of a core for
     the fast devices and ``share / slowdown`` for the slow one in each CFS period of
     ``period_us`` (``cpu_limit.py``); ``pace``: the harness paces every device's work, each
-    thread's, to the same shares of a core (``BenchHarness.speed``, ``tessera_ml.pace``), so
-    that the fast devices are faster only while the shares together fit in the machine's
-    cores; ``threads``: the fast devices get ``slowdown`` threads (needs a core per thread to
-    mean anything). Every rank has one thread otherwise. Equal and proportional runs alternate
-    ``repeats`` times on one world, so a change of the machine's load during the measurement
-    falls on both.
+    thread to the device's share of a core (``BenchHarness.speed``, ``tessera_ml.pace``; the
+    threads of gloo and torch are not paced), so that the fast devices are faster only while
+    the shares together fit in the machine's cores; ``threads``: the fast devices get
+    ``slowdown`` threads (needs a core per thread to mean anything). Every rank has one thread
+    otherwise. Equal and proportional runs alternate ``repeats`` times on one world, so a change
+    of the machine's load during the measurement falls on both.
     """
     compute = ([slowdown] * (devices - 1) + [1.0]) * 2
     speeds = tuple(c / slowdown for c in compute)
@@ -409,9 +409,12 @@ def bench(args: BenchArgs) -> BenchReport:
     params["slow_mode"] = extra.get("slow_mode", "cpu_limit" if limit else "pace")
     if params["slow_mode"] not in SLOW_MODES:
         raise ValueError(f"slow_mode must be one of {SLOW_MODES}, not {params['slow_mode']!r}")
-    if "proportional" in parts and params["slow_mode"] == "cpu_limit":  # before any part runs
+    if "proportional" in parts:  # before any part runs
         for share in (params["core_share"], params["core_share"] / params["slowdown"]):
-            quota_us(share, params["cfs_period_us"])
+            if params["slow_mode"] == "cpu_limit":
+                quota_us(share, params["cfs_period_us"])
+            elif params["slow_mode"] == "pace" and not 0.0 < share <= 1.0:
+                raise ValueError(f"slow_mode pace: a share of {share:g} core is not in (0, 1]")
     results: dict[str, Any] = {}
     if "agreement" in parts:
         with tempfile.TemporaryDirectory(prefix="hier-sync-bench-") as root:
