@@ -18,9 +18,10 @@ Three parts:
   storages of gradients and optimizer state), peak resident memory per rank and, with
   ``--netns``, the bytes that crossed the rate-limited inter-node link per step (interface
   counters; ranks 0, 1 on host 0 and 2, 3 on host 1);
-- *proportional slicing*: device 1 of each node gets half the CPU of device 0 (CFS bandwidth
-  limits per rank where the machine allows them, else the harness's pacing at the same shares
-  of a core) and reports half the capacity; ``memory_and_compute`` slices against ``equal`` slices.
+- *proportional slicing* (``proportional.py``): device 1 of each node gets half the CPU of
+  device 0 (CFS bandwidth limits per rank where the machine allows them, else the harness paces
+  each thread to the same shares of a core) and reports half the capacity;
+  ``memory_and_compute`` slices against ``equal`` slices.
 
 ``--set parts=proportional`` (any of ``agreement,speed,proportional``) runs only the parts
 named; the compression sweep and convergence run with ``speed``.
@@ -29,7 +30,6 @@ named; the compression sweep and convergence run with ``speed``.
 from __future__ import annotations
 
 import os
-import statistics
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -40,16 +40,15 @@ import torch
 from tessera_ml.bench.api import BenchArgs, BenchReport
 from tessera_ml.bench.hier_sync.blocks import benchmark_gradient, block_sweep
 from tessera_ml.bench.hier_sync.compression import MODES, convergence_jobs, convergence_results
-from tessera_ml.bench.hier_sync.cpu_limit import PERIOD_US, cpu_groups, cpu_limit_kind, quota_us
-from tessera_ml.bench.hier_sync.jobs import ddp_params, hier_params, paced, run_measured
-from tessera_ml.bench.hier_sync.rss import MALLOC_ENV
+from tessera_ml.bench.hier_sync.cpu_limit import PERIOD_US, cpu_limit_kind, quota_us
+from tessera_ml.bench.hier_sync.jobs import PARTY, Outcomes, ddp_params, hier_params, slowest, world
+from tessera_ml.bench.hier_sync.proportional import SLOW_MODES, proportional
 from tessera_ml.bench.hier_sync.torch_baselines import TorchJob
 from tessera_ml.bench.measure import link_bytes_per_step
 from tessera_ml.netns import Testbed
-from tessera_ml.worlds import RankOutcome, WorldJob, run_world
+from tessera_ml.worlds import RankOutcome, WorldJob
 
 PLACEMENT = [0, 0, 1, 1]
-PARTY = "cluster"
 # two nodes of two devices of one party: what a platform job of that party runs, gloo between
 # the nodes (nodes of different parties talk over TLS links instead)
 NODE_OPTIONS: dict[str, Any] = {"devices_per_node": 2}
@@ -79,30 +78,12 @@ SETTABLE = (
 PARTS = ("agreement", "speed", "proportional")
 HIER_SYNC_ONLY = ("bucket_bytes", "intra_node_transport")
 """Settings the platform's ``ddp`` does not take."""
-SLOW_MODES = ("cpu_limit", "pace", "threads")
 AGREEMENT_STEPS = 50
 BASELINES = ("torch_ddp", "fsdp_hybrid")
-
-Outcomes = list[dict[str, RankOutcome]]
 
 
 def _hidden(raw: str) -> list[int]:
     return [int(h) for h in raw.split(",") if h]
-
-
-def _world(jobs: Sequence[WorldJob | TorchJob], ranks: int = 4, **kwargs: Any) -> Outcomes:
-    groups = kwargs.pop("cpu_groups", None)
-    outcomes: Outcomes = run_world(
-        run_measured,
-        ranks,
-        list(jobs),
-        groups,
-        parties=[PARTY] * ranks,
-        env=MALLOC_ENV,
-        timeout_s=900,
-        **kwargs,
-    )
-    return outcomes
 
 
 def agreement(root: Path) -> dict[str, float]:
@@ -125,7 +106,7 @@ def agreement(root: Path) -> dict[str, float]:
         WorldJob("hier_sync", NODES, saved, "equal", str(root / "equal")),
         WorldJob("hier_sync", NODES, {**saved, **uneven}, "uneven", str(root / "uneven")),
     ]
-    outcomes = _world(jobs)
+    outcomes = world(jobs)
     last = f"step-{AGREEMENT_STEPS:09d}"
     torch_ddp = [torch.from_numpy(o["torch_ddp"].result["params"]) for o in outcomes]
     fsdp = [torch.from_numpy(o["fsdp_hybrid"].result["params"]) for o in outcomes]
@@ -152,18 +133,7 @@ def _max_diff(params: Sequence[torch.Tensor], reference: torch.Tensor) -> float:
 
 def slowest_step_time(outcomes: Outcomes, job: str, warmup: int, ranks: Sequence[int]) -> float:
     """Per step after ``warmup``, the slowest of ``ranks``; the median over those steps."""
-    return _slowest(outcomes, [job], "step_time_s", warmup, ranks)
-
-
-def _slowest(
-    outcomes: Outcomes, jobs: Sequence[str], metric: str, warmup: int, ranks: Sequence[int]
-) -> float:
-    per_step: list[float] = []
-    for job in jobs:
-        series = [dict(outcomes[r][job].series(metric)) for r in ranks]
-        steps = sorted(s for s in series[0] if s > warmup)
-        per_step += [max(values[s] for values in series) for s in steps]
-    return statistics.median(per_step)
+    return slowest(outcomes, [job], "step_time_s", warmup, ranks)
 
 
 def _last(outcome: RankOutcome, name: str) -> float:
@@ -204,7 +174,7 @@ def speed(
     # a world of fresh processes per method, so each rank's peak memory is that method's own
     outcomes: Outcomes = [{} for _ in range(4)]
     for method in jobs:
-        for per_rank, outcome in zip(outcomes, _world([method], **placed), strict=True):
+        for per_rank, outcome in zip(outcomes, world([method], **placed), strict=True):
             per_rank.update(outcome)
     numel = int(outcomes[0]["hier_sync"].result["numel"])
     ranks = range(4)
@@ -248,113 +218,6 @@ def speed(
         bound = 2 * (2 - 1) * numel * 4
         results["inter_node_bytes_vs_bound"] = results["inter_node_bytes_per_step"] / bound
     return results
-
-
-def proportional(
-    config: dict[str, Any],
-    slowdown: float,
-    mode: str,
-    warmup: int,
-    repeats: int,
-    share: float,
-    devices: int = 2,
-    period_us: int = PERIOD_US,
-) -> dict[str, Any]:
-    """The last device of each of two nodes of ``devices`` is ``slowdown`` times slower and
-    reports proportionally less capacity; ``memory_and_compute`` slices against ``equal``
-    slices.
-
-    ``mode`` ``cpu_limit``: each rank gets its own CFS bandwidth limit, ``share`` of a core for
-    the fast devices and ``share / slowdown`` for the slow one in each CFS period of
-    ``period_us`` (``cpu_limit.py``); ``pace``: the harness paces every device's work, each
-    thread to the device's share of a core (``BenchHarness.speed``, ``tessera_ml.pace``; the
-    threads of gloo and torch are not paced), so that the fast devices are faster only while
-    the shares together fit in the machine's cores; ``threads``: the fast devices get
-    ``slowdown`` threads (needs a core per thread to mean anything). Every rank has one thread
-    otherwise. Equal and proportional runs alternate ``repeats`` times on one world, so a change
-    of the machine's load during the measurement falls on both.
-    """
-    compute = ([slowdown] * (devices - 1) + [1.0]) * 2
-    speeds = tuple(c / slowdown for c in compute)
-    slow_ranks = (devices - 1, 2 * devices - 1)
-    fast_ranks = tuple(r for r in range(2 * devices) if r not in slow_ranks)
-    threads = [int(c) for c in compute] if mode == "threads" else [1] * (2 * devices)
-    shares = [share * speed for speed in speeds]
-    harnesses = paced(tuple(shares)) if mode == "pace" else None
-    nodes = [
-        {
-            "party": PARTY,
-            "role": "node",
-            "processes": 2 * devices,
-            "capacity": compute,
-            "options": {"devices_per_node": devices, "compute": compute},
-        }
-    ]
-    sized_config = {**config, "slicing": "memory_and_compute"}
-    jobs: list[WorldJob | TorchJob] = []
-    for i in range(repeats):
-        jobs += [
-            WorldJob("hier_sync", nodes, config, f"equal-{i}", harnesses=harnesses),
-            WorldJob("hier_sync", nodes, sized_config, f"sized-{i}", harnesses=harnesses),
-        ]
-    with cpu_groups(shares if mode == "cpu_limit" else [], period_us) as groups:
-        if mode == "cpu_limit" and groups is None:
-            raise RuntimeError("slow_mode cpu_limit: this machine lets no CPU limit be set")
-        outcomes = _world(jobs, 2 * devices, threads=threads, cpu_groups=groups or None)
-    equal = [f"equal-{i}" for i in range(repeats)]
-    sized = [f"sized-{i}" for i in range(repeats)]
-    everyone = range(2 * devices)
-    equal_time = _slowest(outcomes, equal, "step_time_s", warmup, everyone)
-    sized_time = _slowest(outcomes, sized, "step_time_s", warmup, everyone)
-    wall, cpu = "sharded_phase_s", "sharded_phase_cpu_s"
-    phases = {
-        (name, kind, metric): _slowest(outcomes, jobs_, metric, warmup, ranks)
-        for name, jobs_ in (("equal", equal), ("sized", sized))
-        for kind, ranks in (("slow", slow_ranks), ("fast", fast_ranks))
-        for metric in (wall, cpu)
-    }
-    results = [o["sized-0"].result for o in outcomes]
-
-    def alternations(metric: str, ranks: Sequence[int]) -> list[float]:
-        """The ratio per alternation: how far one run's alternations already disagree."""
-        return [
-            _slowest(outcomes, [f"sized-{i}"], metric, warmup, ranks)
-            / _slowest(outcomes, [f"equal-{i}"], metric, warmup, ranks)
-            for i in range(repeats)
-        ]
-
-    return {
-        "equal_slices_step_time_s": equal_time,
-        "proportional_slices_step_time_s": sized_time,
-        "proportional_vs_equal_step_time_ratio": sized_time / equal_time,
-        "slow_device_sharded_phase_s_equal": phases[("equal", "slow", wall)],
-        "slow_device_sharded_phase_s_proportional": phases[("sized", "slow", wall)],
-        "slow_device_sharded_phase_ratio": (
-            phases[("sized", "slow", wall)] / phases[("equal", "slow", wall)]
-        ),
-        "slow_device_sharded_phase_ratio_per_alternation": alternations(wall, slow_ranks),
-        "proportional_vs_equal_step_time_ratio_per_alternation": alternations(
-            "step_time_s", everyone
-        ),
-        "fast_device_sharded_phase_ratio": (
-            phases[("sized", "fast", wall)] / phases[("equal", "fast", wall)]
-        ),
-        "slow_device_sharded_phase_cpu_s_equal": phases[("equal", "slow", cpu)],
-        "slow_device_sharded_phase_cpu_s_proportional": phases[("sized", "slow", cpu)],
-        "slow_device_sharded_phase_cpu_ratio": (
-            phases[("sized", "slow", cpu)] / phases[("equal", "slow", cpu)]
-        ),
-        "slow_device_slice_ratio": devices * results[slow_ranks[0]]["slice_fractions"][-1],
-        "capacity_fractions": [r["capacity_fractions"][r["device_number"]] for r in results],
-        "slice_fractions": [r["slice_fractions"][r["device_number"]] for r in results],
-        "intra_node_transport": sorted({str(r["intra_node_transport"]) for r in results}),
-        "proportional_optimizer_state_bytes_per_device": [
-            int(r["optimizer_state_bytes"]) for r in results
-        ],
-        "threads_per_device": threads,
-        "cpu_share_per_device": shares if mode == "cpu_limit" else None,
-        "pace_per_device": shares if mode == "pace" else [1.0] * (2 * devices),
-    }
 
 
 def bench(args: BenchArgs) -> BenchReport:
@@ -438,7 +301,7 @@ def bench(args: BenchArgs) -> BenchReport:
             "log_interval": 50,
         }
         params["convergence"] = converge
-        outcomes = _world(convergence_jobs(NODES, converge, block))
+        outcomes = world(convergence_jobs(NODES, converge, block))
         results.update(convergence_results(outcomes[0]))
     if "proportional" in parts:
         results.update(

@@ -1,19 +1,26 @@
-"""``ddp``, ``hier_sync`` and torch baseline jobs on one world, their outcomes by name;
-``ddp_params`` and ``hier_params`` read the final parameters back from the jobs' checkpoints."""
+"""``ddp``, ``hier_sync`` and torch baseline jobs on one world (``world``), their outcomes by
+name, and the slowest rank's median of a metric over steps (``slowest``); ``ddp_params`` and
+``hier_params`` read the final parameters back from the jobs' checkpoints."""
 
 from __future__ import annotations
 
 import gc
+import statistics
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from tessera_ml.bench.harness import BenchHarness
 from tessera_ml.bench.hier_sync.cpu_limit import join_cpu_group
-from tessera_ml.bench.hier_sync.rss import peak_rss_bytes, reset_peak_rss
+from tessera_ml.bench.hier_sync.rss import MALLOC_ENV, peak_rss_bytes, reset_peak_rss
 from tessera_ml.bench.hier_sync.torch_baselines import TorchJob, run_torch
 from tessera_ml.comm.base import Communicator
-from tessera_ml.worlds import RankOutcome, WorldJob, run_job, run_jobs
+from tessera_ml.worlds import RankOutcome, WorldJob, run_job, run_jobs, run_world
+
+PARTY = "cluster"
+Outcomes = list[dict[str, RankOutcome]]
 
 
 def run_named(comm: Communicator, jobs: list[WorldJob]) -> dict[str, RankOutcome]:
@@ -71,3 +78,33 @@ def hier_params(folder: Path, node_ranks: list[int]) -> torch.Tensor:
         for b, piece in zip(bounds, saved["pieces"], strict=True):
             flat[b[d] : b[d + 1]] = piece
     return flat
+
+
+def world(jobs: Sequence[WorldJob | TorchJob], ranks: int = 4, **kwargs: Any) -> Outcomes:
+    """Every job in turn on one world of ``ranks`` fresh processes of ``PARTY``, one
+    process's outcomes per rank (``cpu_groups``: each rank's CPU-limited group to join)."""
+    groups = kwargs.pop("cpu_groups", None)
+    outcomes: Outcomes = run_world(
+        run_measured,
+        ranks,
+        list(jobs),
+        groups,
+        parties=[PARTY] * ranks,
+        env=MALLOC_ENV,
+        timeout_s=900,
+        **kwargs,
+    )
+    return outcomes
+
+
+def slowest(
+    outcomes: Outcomes, jobs: Sequence[str], metric: str, warmup: int, ranks: Sequence[int]
+) -> float:
+    """Per step after ``warmup``, the largest ``metric`` over ``ranks``, pooled over ``jobs``;
+    the median of those."""
+    per_step: list[float] = []
+    for job in jobs:
+        series = [dict(outcomes[r][job].series(metric)) for r in ranks]
+        steps = sorted(s for s in series[0] if s > warmup)
+        per_step += [max(values[s] for values in series) for s in steps]
+    return statistics.median(per_step)
