@@ -11,6 +11,16 @@ from tessera_ml.algorithms.mpc_mixed.local import run_two, share
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 
+RINGS = [Ring(32, 12), Ring(64, 20)]
+"""The two rings the protocol tests run in, at the default fractional bits."""
+GEN = torch.Generator().manual_seed(3)
+"""The protocol tests' random inputs, one stream for both files."""
+
+
+def gaussian(shape: tuple[int, ...], scale: float) -> torch.Tensor:
+    """Real inputs, normal with standard deviation ``scale``, from ``GEN``."""
+    return torch.randn(*shape, generator=GEN, dtype=torch.float64) * scale
+
 
 def shared(
     *values: torch.Tensor, ring: Ring, seed: int = 7

@@ -12,14 +12,7 @@ from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 
-from .helpers import on_both, shared
-
-RINGS = [Ring(32, 12), Ring(64, 20)]
-GEN = torch.Generator().manual_seed(3)
-
-
-def _real(shape: tuple[int, ...], scale: float) -> torch.Tensor:
-    return torch.randn(*shape, generator=GEN, dtype=torch.float64) * scale
+from .helpers import GEN, RINGS, gaussian, on_both, shared
 
 
 @pytest.mark.parametrize("ring", RINGS, ids=["r32", "r64"])
@@ -61,7 +54,7 @@ def test_products_of_shares_and_secret_bits_in_one_round_are_exact(ring: Ring) -
 @pytest.mark.parametrize("ring", RINGS, ids=["r32", "r64"])
 def test_linear_backward_products_with_the_gradient_opened_once(ring: Ring) -> None:
     """x^T @ dz and dz @ W^T from one round, then both truncated in one more."""
-    xt, dz, wt = _real((5, 8), 2), _real((8, 3), 1), _real((3, 5), 1)
+    xt, dz, wt = gaussian((5, 8), 2), gaussian((8, 3), 1), gaussian((3, 5), 1)
     xt[0, 0], dz[0, 0], wt[0, 0] = -4.0, -2.5, -1.0
     xe, de, we = ring.encode(xt), ring.encode(dz), ring.encode(wt)
 
@@ -109,7 +102,7 @@ def test_truncation_fused_with_extension_rounds_without_bias() -> None:
 def test_a_forward_product_to_the_norm_ring(p1: int) -> None:
     """2 p1 fractional bits in Z_2^32 -> p2 = 20 bits in Z_2^64, in one round."""
     prec = Precision.of("mixed", p1, 20)
-    a = _real((300,), 8)
+    a = gaussian((300,), 8)
     a[:3] = torch.tensor([0.0, -(2.0**-20), 2.0 ** (30 - 2 * p1) - 1])
     z = torch.round(a * 2.0 ** (2 * p1)).to(torch.int32)
     out = on_both(lambda eng, v: prec.product_to_norm(eng, v), z, ring=Ring(32, p1))
@@ -123,7 +116,7 @@ def test_product_and_extension_of_its_left_operand_in_one_round() -> None:
     bound = 2**30
     h = torch.randint(-bound, bound, (40, 6), generator=GEN, dtype=torch.int64)
     h[0, :4] = torch.tensor([-bound, bound - 1, -1, 0])
-    w = ring.encode(_real((6, 3), 1))
+    w = ring.encode(gaussian((6, 3), 1))
 
     def fn(eng: Engine, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         before = eng.peer.stats.rounds
@@ -141,9 +134,9 @@ def test_product_and_extension_of_its_left_operand_in_one_round() -> None:
 def test_keeping_a_layer_input_for_the_backward_pass(mode: str) -> None:
     prec = Precision.of(mode, 12, 20)
     f, b = prec.forward, prec.backward
-    a = _real((30, 4), 3)
+    a = gaussian((30, 4), 3)
     a[0, :2] = torch.tensor([-(2.0**-12), 0.0])
-    x, w = f.encode(a), f.encode(_real((4, 5), 1))
+    x, w = f.encode(a), f.encode(gaussian((4, 5), 1))
 
     def fn(eng: Engine, x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         xw, x_back = prec.matmul_keeping_input(eng, x, w)
@@ -203,7 +196,7 @@ def test_wide_product_of_32_bit_shares_is_exact_in_64_bits(square: bool) -> None
 
 def test_wide_product_then_local_truncation_matches_beaver_and_truncation() -> None:
     ring = Ring(32, 12)
-    a, b = _real((500,), 3), _real((500,), 3)
+    a, b = gaussian((500,), 3), gaussian((500,), 3)
     x, y = ring.encode(a), ring.encode(b)
 
     def fn(eng: Engine, u: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -218,10 +211,10 @@ def test_wide_product_then_local_truncation_matches_beaver_and_truncation() -> N
 def test_several_products_and_truncations_by_different_shifts_in_one_round_each(
     ring: Ring,
 ) -> None:
-    a, b, m = _real((40,), 2), _real((40,), 2), _real((5, 40), 1)
+    a, b, m = gaussian((40,), 2), gaussian((40,), 2), gaussian((5, 40), 1)
     a[0], b[0] = -3.0, -1.5
     x, y, w = ring.encode(a), ring.encode(b), ring.encode(m)
-    extra = ring.encode(_real((7,), 3))
+    extra = ring.encode(gaussian((7,), 3))
 
     def fn(eng: Engine, u: torch.Tensor, v: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
         before = eng.peer.stats.rounds
@@ -269,9 +262,9 @@ def test_output_layer_keeping_its_input(mode: str) -> None:
     """x @ w + b at p1 and x in the backward ring; mixed: one round, from the Z_2^64 weights."""
     prec = Precision.of(mode, 12, 20)
     f, b = prec.forward, prec.backward
-    a = _real((30, 6), 2).clamp(min=0)
+    a = gaussian((30, 6), 2).clamp(min=0)
     a[0, :2] = torch.tensor([0.0, 2.0**-12])
-    weights, bias = _real((6, 4), 1), _real((4,), 1)
+    weights, bias = gaussian((6, 4), 1), gaussian((4,), 1)
     x = f.encode(a)
 
     def fn(eng: Engine, x: torch.Tensor) -> torch.Tensor:

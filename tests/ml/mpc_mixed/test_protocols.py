@@ -10,19 +10,12 @@ from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
 from tessera_ml.algorithms.mpc_mixed.ring import Ring
 
-from .helpers import on_both
-
-RINGS = [Ring(32, 12), Ring(64, 20)]
-GEN = torch.Generator().manual_seed(3)
-
-
-def _real(shape: tuple[int, ...], scale: float) -> torch.Tensor:
-    return torch.randn(*shape, generator=GEN, dtype=torch.float64) * scale
+from .helpers import GEN, RINGS, gaussian, on_both
 
 
 @pytest.mark.parametrize("ring", RINGS, ids=["r32", "r64"])
 def test_add_and_public_operations_are_local_and_exact(ring: Ring) -> None:
-    x, y = ring.encode(_real((5, 3), 4)), ring.encode(_real((5, 3), 4))
+    x, y = ring.encode(gaussian((5, 3), 4)), ring.encode(gaussian((5, 3), 4))
 
     def fn(eng: Engine, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return eng.add_public(a + b, 7) - 3 * b
@@ -33,7 +26,7 @@ def test_add_and_public_operations_are_local_and_exact(ring: Ring) -> None:
 
 @pytest.mark.parametrize("ring", RINGS, ids=["r32", "r64"])
 def test_beaver_products_match_plaintext(ring: Ring) -> None:
-    a, b, m = _real((6, 4), 2), _real((6, 4), 2), _real((4, 5), 1)
+    a, b, m = gaussian((6, 4), 2), gaussian((6, 4), 2), gaussian((4, 5), 1)
     a[0, 0], b[0, 0] = -3.5, -2.0  # negative times negative
     x, y, w = ring.encode(a), ring.encode(b), ring.encode(m)
 
@@ -95,7 +88,7 @@ def test_reduction_from_64_to_32_bits_keeps_the_value_modulo_2_to_the_32() -> No
 
 def test_shift_left_then_truncation_moves_between_precisions() -> None:
     ring64 = Ring(64, 20)
-    x32 = Ring(32, 12).encode(_real((50,), 30))
+    x32 = Ring(32, 12).encode(gaussian((50,), 30))
 
     def fn(eng: Engine, v: torch.Tensor) -> torch.Tensor:
         up = eng.arith.shift_left(eng.convert.extend(v), 8)
@@ -154,9 +147,9 @@ def test_an_unknown_comparison_is_refused() -> None:
 
 def test_relu_forward_in_32_bits_and_its_derivative_applied_in_64_bits() -> None:
     r32, r64 = Ring(32, 12), Ring(64, 20)
-    a = _real((300,), 5)
+    a = gaussian((300,), 5)
     a[:3] = torch.tensor([0.0, -(2.0**-12), 2.0**-12])
-    g = _real((300,), 1e-3)
+    g = gaussian((300,), 1e-3)
     x, grad = r32.encode(a), r64.encode(g)
 
     def fn(eng: Engine, v: torch.Tensor, dy: torch.Tensor) -> torch.Tensor:
@@ -200,7 +193,7 @@ def test_norm_output_to_the_forward_ring(p1: int) -> None:
     """y at 2 * p2 fractional bits in Z_2^64 -> Z_2^32 at p1: a right shift by 28 bits is local,
     by 34 bits a secure truncation by 2 comes first."""
     prec = Precision.of("mixed", p1, 20)
-    a = _real((400,), 3)
+    a = gaussian((400,), 3)
     edge = 2.0 ** min(30 - p1 - 1, 21)  # Z_2^32 range at p1; truncation range in Z_2^64
     a[:4] = torch.tensor([0.0, -1e-6, edge, -edge])
     y = torch.round(a * 2.0**40).to(torch.int64)
