@@ -28,24 +28,20 @@ class Pace:
         if not 0.0 < speed <= 1.0:
             raise ValueError(f"pace must be in (0, 1], got {speed}")
         self.speed = speed
-        self._slept_s = 0.0
+        self.slept_s = 0.0
+        """Seconds slept so far, over all threads."""
         self._lock = threading.Lock()
         self._local = threading.local()
 
     def __getstate__(self) -> dict[str, float]:
-        return {"speed": self.speed, "slept_s": self._slept_s}
+        return {"speed": self.speed, "slept_s": self.slept_s}
 
     def __setstate__(self, state: dict[str, float]) -> None:
         """A copy in another process: the same speed, its own lock and per-thread marks."""
         self.speed = state["speed"]
-        self._slept_s = state["slept_s"]
+        self.slept_s = state["slept_s"]
         self._lock = threading.Lock()
         self._local = threading.local()
-
-    @property
-    def slept_s(self) -> float:
-        """Seconds slept so far, over all threads."""
-        return self._slept_s
 
     @contextmanager
     def work(self) -> Iterator[None]:
@@ -70,5 +66,5 @@ class Pace:
         extra = (time.thread_time() - since) * (1.0 / self.speed - 1.0)
         time.sleep(extra)
         with self._lock:
-            self._slept_s += extra
+            self.slept_s += extra
         self._local.since = time.thread_time()
