@@ -1,12 +1,13 @@
 """``ddp``, ``hier_sync`` and torch baseline jobs on one world (``world``), their outcomes by
-name, and the slowest rank's median of a metric over steps (``slowest``); ``ddp_params`` and
+name, and the median over steps of a metric's largest value over ranks (``slowest``, or another
+pick: ``per_step_median``); ``ddp_params`` and
 ``hier_params`` read the final parameters back from the jobs' checkpoints."""
 
 from __future__ import annotations
 
 import gc
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -102,9 +103,22 @@ def slowest(
 ) -> float:
     """Per step after ``warmup``, the largest ``metric`` over ``ranks``, pooled over ``jobs``;
     the median of those."""
+    return per_step_median(outcomes, jobs, metric, warmup, ranks, max)
+
+
+def per_step_median(
+    outcomes: Outcomes,
+    jobs: Sequence[str],
+    metric: str,
+    warmup: int,
+    ranks: Sequence[int],
+    pick: Callable[[Iterable[float]], float],
+) -> float:
+    """Per step after ``warmup``, ``pick`` of ``metric`` over ``ranks``, pooled over ``jobs``;
+    the median of those."""
     per_step: list[float] = []
     for job in jobs:
         series = [dict(outcomes[r][job].series(metric)) for r in ranks]
         steps = sorted(s for s in series[0] if s > warmup)
-        per_step += [max(values[s] for values in series) for s in steps]
+        per_step += [pick(values[s] for values in series) for s in steps]
     return statistics.median(per_step)

@@ -4,11 +4,11 @@ alternating on one world."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from tessera_ml.bench.hier_sync.cpu_limit import PERIOD_US, cpu_groups
-from tessera_ml.bench.hier_sync.jobs import PARTY, paced, slowest, world
+from tessera_ml.bench.hier_sync.jobs import PARTY, paced, per_step_median, slowest, world
 from tessera_ml.bench.hier_sync.torch_baselines import TorchJob
 from tessera_ml.worlds import WorldJob
 
@@ -78,13 +78,22 @@ def proportional(
         for kind, ranks in (("slow", slow_ranks), ("fast", fast_ranks))
         for metric in (wall, cpu)
     }
+    # the two slow devices swap their pieces across nodes: the one whose backward pass ends
+    # first waits there for the other, so per step the longer phase holds the drift between
+    # two backward passes, which no slice shrinks, and the shorter hardly any wait for the peer
+    shorter = {
+        name: per_step_median(outcomes, jobs_, wall, warmup, slow_ranks, min)
+        for name, jobs_ in (("equal", equal), ("sized", sized))
+    }
     results = [o["sized-0"].result for o in outcomes]
 
-    def alternations(metric: str, ranks: Sequence[int]) -> list[float]:
+    def alternations(
+        metric: str, ranks: Sequence[int], pick: Callable[[Iterable[float]], float] = max
+    ) -> list[float]:
         """The ratio per alternation: how far one run's alternations already disagree."""
         return [
-            slowest(outcomes, [f"sized-{i}"], metric, warmup, ranks)
-            / slowest(outcomes, [f"equal-{i}"], metric, warmup, ranks)
+            per_step_median(outcomes, [f"sized-{i}"], metric, warmup, ranks, pick)
+            / per_step_median(outcomes, [f"equal-{i}"], metric, warmup, ranks, pick)
             for i in range(repeats)
         ]
 
@@ -98,6 +107,12 @@ def proportional(
             phases[("sized", "slow", wall)] / phases[("equal", "slow", wall)]
         ),
         "slow_device_sharded_phase_ratio_per_alternation": alternations(wall, slow_ranks),
+        "slow_device_sharded_phase_s_equal_shorter": shorter["equal"],
+        "slow_device_sharded_phase_s_proportional_shorter": shorter["sized"],
+        "slow_device_sharded_phase_ratio_shorter": shorter["sized"] / shorter["equal"],
+        "slow_device_sharded_phase_ratio_shorter_per_alternation": alternations(
+            wall, slow_ranks, min
+        ),
         "proportional_vs_equal_step_time_ratio_per_alternation": alternations(
             "step_time_s", everyone
         ),
