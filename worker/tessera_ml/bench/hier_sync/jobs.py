@@ -1,7 +1,7 @@
 """``ddp``, ``hier_sync`` and torch baseline jobs on one world (``world``), their outcomes by
-name, and the median over steps of a metric's largest value over ranks (``slowest``, or another
-pick: ``per_step_median``); ``ddp_params`` and
-``hier_params`` read the final parameters back from the jobs' checkpoints."""
+name, and the median over steps of a metric's largest value over ranks (``slowest``; another
+pick over ranks: ``per_step_median``); ``ddp_params`` and ``hier_params`` read the final
+parameters back from the jobs' checkpoints."""
 
 from __future__ import annotations
 
