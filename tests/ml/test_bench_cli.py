@@ -100,10 +100,10 @@ def test_hier_sync_bench_runs_only_the_parts_named(
     assert results["proportional_vs_equal_step_time_ratio_per_alternation"] == [
         pytest.approx(results["proportional_vs_equal_step_time_ratio"])
     ]
-    # per step the shorter of the two slow devices' phases, never above the longer one
+    # per step the shorter of the two slow devices' phases, below the longer one
     for slices in ("equal", "proportional"):
         longer = results[f"slow_device_sharded_phase_s_{slices}"]
-        assert 0 < results[f"slow_device_sharded_phase_s_{slices}_shorter"] <= longer
+        assert 0 < results[f"slow_device_sharded_phase_s_{slices}_shorter"] < longer
     assert results["slow_device_sharded_phase_ratio_shorter"] == pytest.approx(
         results["slow_device_sharded_phase_s_proportional_shorter"]
         / results["slow_device_sharded_phase_s_equal_shorter"]

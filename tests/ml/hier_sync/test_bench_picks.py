@@ -34,6 +34,11 @@ def test_the_shorter_of_the_ranks_per_step_then_the_median() -> None:
 
 
 def test_steps_are_pooled_over_jobs() -> None:
-    twice: Outcomes = [{**o, "again": o["job"]} for o in OUTCOMES]
-    assert slowest(twice, ["job", "again"], "sharded_phase_s", 1, [0, 1]) == pytest.approx(5.5)
-    assert slowest(twice, ["job", "again"], "sharded_phase_s", 3, [1]) == pytest.approx(4.0)
+    # a second job at 8 on both ranks: pooled 4, 5, 6, 7, 8, 8, 8, 8 -> 7.5; the first job
+    # alone gives 5.5, the median of the two jobs' medians 6.75
+    again: Outcomes = [
+        {**o, "again": outcome(r, [9.0, 8.0, 8.0, 8.0, 8.0])} for r, o in enumerate(OUTCOMES)
+    ]
+    assert slowest(again, ["job", "again"], "sharded_phase_s", 1, [0, 1]) == pytest.approx(7.5)
+    # warm-up counts per job: rank 1 after step 3 gives 6, 2, 8, 8
+    assert slowest(again, ["job", "again"], "sharded_phase_s", 3, [1]) == pytest.approx(7.0)
