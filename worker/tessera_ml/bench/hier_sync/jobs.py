@@ -81,15 +81,20 @@ def hier_params(folder: Path, node_ranks: list[int]) -> torch.Tensor:
     return flat
 
 
-def world(jobs: Sequence[WorldJob | TorchJob], ranks: int = 4, **kwargs: Any) -> Outcomes:
+def world(
+    jobs: Sequence[WorldJob | TorchJob],
+    ranks: int = 4,
+    cpu_groups: list[str] | None = None,
+    **kwargs: Any,
+) -> Outcomes:
     """Every job in turn on one world of ``ranks`` fresh processes of ``PARTY``, one
-    process's outcomes per rank (``cpu_groups``: each rank's CPU-limited group to join)."""
-    groups = kwargs.pop("cpu_groups", None)
+    process's outcomes per rank (``cpu_groups``: each rank's CPU-limited group to join;
+    ``kwargs`` go to ``run_world``)."""
     outcomes: Outcomes = run_world(
         run_measured,
         ranks,
         list(jobs),
-        groups,
+        cpu_groups,
         parties=[PARTY] * ranks,
         env=MALLOC_ENV,
         timeout_s=900,
