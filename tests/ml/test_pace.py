@@ -107,6 +107,10 @@ def test_a_pace_in_use_travels_to_another_process_with_its_speed() -> None:
     with harness_copy.work():
         _spin(0.01)
         harness_copy.catch_up()
+    # the harness's pace came along and paced the block
+    assert harness_copy._pace is not None
+    assert harness_copy._pace.speed == 0.5
+    assert harness_copy._pace.slept_s > 0.0
 
 
 def test_full_speed_never_sleeps_and_bad_speeds_are_refused() -> None:
