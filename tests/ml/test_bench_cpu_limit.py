@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tessera_ml.bench.hier_sync import cpu_limit
 from tessera_ml.bench.hier_sync.cpu_limit import (
     MIN_QUOTA_US,
     PERIOD_US,
@@ -119,3 +120,21 @@ def test_a_share_too_small_for_the_period_is_refused_before_any_group_is_made() 
         pass
     roots = [V1, V2_ROOT, V2]
     assert not [g for root in roots if root.is_dir() for g in root.glob(f"{prefix}-*")]
+
+
+@pytest.mark.parametrize(
+    ("subtree_control", "kind"), [("cpuset cpu io memory pids", "v2"), ("io memory pids", None)]
+)
+def test_v2_is_used_only_where_the_root_hands_the_cpu_controller_to_its_groups(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, subtree_control: str, kind: str | None
+) -> None:
+    """A unified root that offers ``cpu`` but does not hand it down gives its groups no
+    ``cpu.max``: no v2 limit there (and, with no v1 ``cpu`` hierarchy either, none at all)."""
+    root = tmp_path / "cgroup"
+    root.mkdir()
+    (root / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
+    (root / "cgroup.subtree_control").write_text(subtree_control + "\n")
+    monkeypatch.setattr(cpu_limit, "V2_ROOT", root)
+    monkeypatch.setattr(cpu_limit, "V2", tmp_path / "no-unified")
+    monkeypatch.setattr(cpu_limit, "V1", tmp_path / "no-v1")
+    assert cpu_limit_kind() == kind

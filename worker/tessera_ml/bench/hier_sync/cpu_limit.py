@@ -1,8 +1,8 @@
 """Real CPU limits per rank: a CFS bandwidth group per rank, ``share`` of one core each.
 
-cgroup v2 (``cpu.max``) where the unified hierarchy offers the ``cpu`` controller, else the v1
-``cpu`` hierarchy (``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``: the same CFS bandwidth
-control). A group runs at most ``share * period_us`` microseconds in each period of
+cgroup v2 (``cpu.max``) where the unified hierarchy gives its groups the ``cpu`` controller,
+else the v1 ``cpu`` hierarchy (``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``: the same CFS
+bandwidth control). A group runs at most ``share * period_us`` microseconds in each period of
 ``period_us``; a shorter period spreads the same share more evenly over a step. A quota only
 caps a period's total: while more ranks want to run than there are cores, the scheduler splits
 the cores by weight, so each group's weight (``cpu.weight``, v1 ``cpu.shares``) is also set in
@@ -33,9 +33,13 @@ V1 = Path("/sys/fs/cgroup/cpu")
 
 
 def _v2_root() -> Path | None:
+    """The unified hierarchy's root where it gives its child groups the ``cpu`` controller.
+    A root may offer ``cpu`` (``cgroup.controllers``) without handing it to its children
+    (``cgroup.subtree_control``); its groups then have no ``cpu.max``, and that is not
+    changed here, since it would change how the host's other groups share the CPU."""
     for root in (V2_ROOT, V2):
-        controllers = root / "cgroup.controllers"
-        if controllers.exists() and "cpu" in controllers.read_text().split():
+        handed_down = root / "cgroup.subtree_control"
+        if handed_down.exists() and "cpu" in handed_down.read_text().split():
             return root
     return None
 
