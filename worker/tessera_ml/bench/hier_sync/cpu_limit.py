@@ -46,7 +46,7 @@ def _v2_root() -> Path | None:
 
 def cpu_limit_kind() -> str | None:
     """``"v2"``, ``"v1"`` or ``None``: which CPU bandwidth limit this machine lets us set."""
-    if _v2_root() is not None and os.access(_v2_root() or V2_ROOT, os.W_OK):
+    if (root := _v2_root()) is not None and os.access(root, os.W_OK):
         return "v2"
     if (V1 / "cpu.cfs_quota_us").exists() and os.access(V1, os.W_OK):
         return "v1"
