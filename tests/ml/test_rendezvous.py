@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from tessera_ml.comm.rendezvous import StoreClient, StoreError, StoreServer
+from tessera_ml.ports import port_of, reserve_port
 from tessera_ml.security.pki import Authority, Credentials, Identity, issue_credentials
 from tessera_ml.security.tls import PeerRefused, TlsConfig
 
@@ -73,6 +74,39 @@ def _refused(server: StoreServer, before: int, timeout_s: float = 5.0) -> bool:
     while server.refused <= before and time.monotonic() < deadline:
         time.sleep(0.02)
     return server.refused > before
+
+
+def test_a_store_serves_on_its_reserved_port_and_members_that_came_early_get_in(
+    authority: Authority, tmp_path: Path
+) -> None:
+    secret = os.urandom(32)
+    listener = reserve_port("127.0.0.1")
+    address = ("127.0.0.1", port_of(listener))
+    with pytest.raises(OSError):  # reserved: no other server can take the port meanwhile
+        socket.create_server(address)
+    joined: list[StoreClient] = []
+    early = threading.Thread(
+        target=lambda: joined.append(
+            StoreClient(
+                address,
+                "alice",
+                tls_for(authority, tmp_path, "bob"),
+                secret,
+                timeout=timedelta(seconds=10),
+            )
+        )
+    )
+    early.start()
+    time.sleep(0.5)  # the member knocks before the store listens, and is refused until it does
+    server = StoreServer(*address, tls_for(authority, tmp_path, "alice"), secret, listener)
+    try:
+        early.join(15)
+        assert server.address == address and len(joined) == 1
+        joined[0].set("k", b"v")
+        assert client(server, tls_for(authority, tmp_path, "alice"), secret).get("k") == b"v"
+        joined[0].close()
+    finally:
+        server.close()
 
 
 def test_a_member_without_the_secret_learns_and_changes_nothing(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -16,6 +17,7 @@ from typing import Any
 import pytest
 import torch
 
+from tessera_ml.ports import port_of, reserve_port
 from tessera_ml.security.pki import Authority, Identity, issue_credentials
 from tessera_ml.worlds import free_port
 from tessera_worker.identity import TaskCredentials
@@ -73,7 +75,13 @@ def credentials(launch: TaskLaunch, folder: Path) -> TaskCredentials:
     return TaskCredentials(folder / launch.task_id, tls, token="")
 
 
-def _run(launch: TaskLaunch, settings: LaunchSettings, stop: threading.Event, port: int) -> Outcome:
+def _run(
+    launch: TaskLaunch,
+    settings: LaunchSettings,
+    stop: threading.Event,
+    port: int,
+    listener: socket.socket | None = None,
+) -> Outcome:
     return launch_ranks(
         launch,
         Rendezvous(host="127.0.0.1", port=port, secret=SECRET),
@@ -81,6 +89,7 @@ def _run(launch: TaskLaunch, settings: LaunchSettings, stop: threading.Event, po
         stop,
         entry_point=ENTRY_POINT,
         credentials=credentials(launch, settings.home / "tasks"),
+        store_listener=listener,
     )
 
 
@@ -107,6 +116,24 @@ def test_two_parties_join_one_world_and_succeed(tmp_path: Path) -> None:
     assert (folder / "rank-0.pt").exists()
     log = (tmp_path / "logs" / "b" / "rank-2.log").read_text()
     assert "rank 2 finished" in log
+
+
+def test_rank_zero_serves_the_store_on_the_port_its_worker_reserved(tmp_path: Path) -> None:
+    listener = reserve_port("127.0.0.1")
+    port = port_of(listener)
+    # between publishing the port and rank 0's start nothing else can bind it
+    with pytest.raises(OSError):
+        socket.create_server(("127.0.0.1", port))
+    task = uuid.uuid4().hex
+    launch = _launch(task, [0, 1], ["alice", "alice"], steps=2)
+    outcome = _run(launch, _settings(tmp_path), threading.Event(), port, listener)
+
+    assert outcome.status == "succeeded", outcome.reason
+    assert listener.fileno() == -1  # the worker's copy is closed once the ranks started
+    log = (tmp_path / "logs" / task / "rank-1.log").read_text()
+    assert "rank 1 finished" in log
+    with socket.create_server(("127.0.0.1", port)):  # and the port is free again
+        pass
 
 
 def test_failed_rank_fails_the_task_naming_party_and_rank(tmp_path: Path) -> None:

@@ -77,6 +77,9 @@ class RankLaunch(BaseModel):
     backend: str
     store_host: str
     store_port: int
+    store_fd: int | None = None
+    """Rank 0's copy of the descriptor of the socket its worker bound to ``store_port`` when it
+    published the port (``tessera_ml.ports.reserve_port``); the rank serves the store on it."""
     store_secret: str = Field(default="", repr=False)
     address: str = "127.0.0.1"
     """Where this rank accepts links from other parties' ranks (the worker's address)."""

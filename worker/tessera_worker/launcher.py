@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -110,8 +111,10 @@ def rank_specs(
     settings: LaunchSettings,
     entry_point: str,
     credentials: TaskCredentials,
+    store_fd: int | None = None,
 ) -> list[RankLaunch]:
-    """One ``RankLaunch`` per rank this task hosts."""
+    """One ``RankLaunch`` per rank this task hosts; rank 0's serves the store on ``store_fd``
+    where the worker reserved its port."""
     checkpoints = settings.checkpoint_dir(launch.job_id)
     return [
         RankLaunch(
@@ -121,6 +124,7 @@ def rank_specs(
             backend=launch.backend,
             store_host=rendezvous.host,
             store_port=rendezvous.port,
+            store_fd=store_fd if hosted.rank == 0 else None,
             store_secret=rendezvous.secret,
             address=settings.address,
             attempt_id=launch.attempt_id,
@@ -178,7 +182,8 @@ def start_ranks(specs: list[RankLaunch], settings: LaunchSettings) -> list[Runni
             write_private(spec_path, spec.model_dump_json().encode())
             log = folder / f"rank-{spec.rank}.log"
             argv = [settings.python, "-m", "tessera_worker.rank", str(spec_path)]
-            proc = procs.spawn(argv, env=env, log_path=log)
+            fds = () if spec.store_fd is None else (spec.store_fd,)
+            proc = procs.spawn(argv, env=env, log_path=log, pass_fds=fds)
             started.append(RunningRank(spec.rank, proc, log, spec_path))
     except BaseException:
         procs.kill_all([r.proc for r in started])
@@ -251,10 +256,18 @@ def launch_ranks(
     entry_point: str,
     credentials: TaskCredentials,
     on_started: Callable[[list[RunningRank]], None] | None = None,
+    store_listener: socket.socket | None = None,
 ) -> Outcome:
-    """Run this task's ranks to an outcome (see the module docstring)."""
-    specs = rank_specs(launch, rendezvous, settings, entry_point, credentials)
-    running = start_ranks(specs, settings)
+    """Run this task's ranks to an outcome (see the module docstring). ``store_listener``, the
+    socket the worker reserved the store's port with, goes to rank 0 and is closed here once
+    the ranks have started."""
+    try:
+        fd = store_listener.fileno() if store_listener is not None else None
+        specs = rank_specs(launch, rendezvous, settings, entry_point, credentials, fd)
+        running = start_ranks(specs, settings)
+    finally:
+        if store_listener is not None:
+            store_listener.close()
     try:
         if on_started is not None:
             on_started(running)

@@ -40,9 +40,11 @@ def spawn(
     log_path: Path,
     cwd: Path | None = None,
     stdin_text: str | None = None,
+    pass_fds: Sequence[int] = (),
 ) -> subprocess.Popen[bytes]:
     """Start ``argv`` in a new session with stdout and stderr appended to ``log_path``;
-    ``stdin_text`` (a secret, say) is written to its standard input, which is then closed.
+    ``stdin_text`` (a secret, say) is written to its standard input, which is then closed;
+    ``pass_fds`` stay open in the child under the same numbers.
 
     The child must call ``die_with_parent()`` first thing (ranks and workers do).
     """
@@ -56,6 +58,7 @@ def spawn(
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            pass_fds=tuple(pass_fds),
         )
     if stdin_text is not None and proc.stdin is not None:
         with proc.stdin:

@@ -13,6 +13,7 @@ import contextlib
 import importlib
 import os
 import signal
+import socket
 import sys
 import threading
 import time
@@ -104,6 +105,7 @@ def run(
     device = torch.device(spec.device)
     if device.type == "cuda":
         torch.cuda.set_device(device)
+    listener = socket.socket(fileno=spec.store_fd) if spec.store_fd is not None else None
     world = join_world(
         rank=spec.rank,
         parties=[slot.party for slot in plan],
@@ -116,6 +118,7 @@ def run(
         device=device,
         timeout_s=spec.rendezvous_timeout_s,
         collective_timeout_s=spec.collective_timeout_s,
+        store_listener=listener,
     )
     ctx = RankContext(
         rank=spec.rank,

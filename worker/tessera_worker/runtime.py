@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 
 import httpx
 
+from tessera_ml.ports import port_of, reserve_port
 from tessera_ml.registry import get_spec
 from tessera_worker.agent import Agent
 from tessera_worker.client import ApiError, ControlPlane
@@ -105,15 +106,20 @@ class Runtime:
 
     def _run(self, launch: TaskLaunch, stop: threading.Event) -> Outcome:
         credentials: TaskCredentials | None = None
+        listener: socket.socket | None = None
         try:
             self.api.post_status(launch.task_id, "starting")
             entry_point = self._entry_point(launch)
             credentials = self.identity.task_credentials(
                 self.api, launch.task_id, self.launch.task_dir(launch.task_id)
             )
-            rendezvous = self._rendezvous(launch, stop)
+            # rank 0's worker holds the store's port from the moment it publishes it: a port
+            # only looked up could be taken (by any outgoing connection) before rank 0 binds it
+            listener = reserve_port(self.address) if launch.hosts_rank_zero else None
+            rendezvous = self._rendezvous(launch, stop, listener)
             if rendezvous is None:
                 return Outcome("cancelled", "stopped before the world met")
+            ranks_listener, listener = listener, None
             return launch_ranks(
                 launch,
                 rendezvous,
@@ -122,6 +128,7 @@ class Runtime:
                 entry_point=entry_point,
                 credentials=credentials,
                 on_started=lambda _: self.api.post_status(launch.task_id, "running"),
+                store_listener=ranks_listener,
             )
         except TaskAbort as exc:
             return Outcome("failed", str(exc))
@@ -135,6 +142,8 @@ class Runtime:
             detail = traceback.format_exc(limit=3)
             return Outcome("failed", f"worker error: {exc!r}\n{detail}"[:2000])
         finally:
+            if listener is not None:
+                listener.close()
             if credentials is not None:
                 credentials.remove()
 
@@ -158,10 +167,12 @@ class Runtime:
                 )
         return spec.entry_point
 
-    def _rendezvous(self, launch: TaskLaunch, stop: threading.Event) -> Rendezvous | None:
-        if launch.hosts_rank_zero:
+    def _rendezvous(
+        self, launch: TaskLaunch, stop: threading.Event, listener: socket.socket | None
+    ) -> Rendezvous | None:
+        if listener is not None:
             # rank 0 serves the store here; the control plane adds the attempt's secret
-            self.api.post_rendezvous(launch.task_id, self.address, free_port(self.address))
+            self.api.post_rendezvous(launch.task_id, self.address, port_of(listener))
         deadline = time.monotonic() + self.launch.rendezvous_timeout_s
         while not stop.is_set():
             current = TaskLaunch.model_validate(self.api.task(launch.task_id))
@@ -221,12 +232,6 @@ class Runtime:
                     flush=True,
                 )
                 time.sleep(min(5.0, 0.5 * attempt))
-
-
-def free_port(address: str = "") -> int:
-    with socket.socket() as s:
-        s.bind((address, 0))
-        return int(s.getsockname()[1])
 
 
 def _now() -> str:

@@ -87,8 +87,19 @@ def _as_bytes(value: str | bytes | bytearray | Sequence[int]) -> bytes:
 class StoreServer:
     """Serves one attempt's keys to the clients that prove they belong to it."""
 
-    def __init__(self, host: str, port: int, tls: TlsConfig, secret: bytes) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        tls: TlsConfig,
+        secret: bytes,
+        listener: socket.socket | None = None,
+    ) -> None:
+        """Serve at ``(host, port)``, or on ``listener``, a socket already bound there
+        (``tessera_ml.ports.reserve_port``), which the store then owns."""
         if len(secret) != SECRET_BYTES:
+            if listener is not None:
+                listener.close()
             raise ValueError(f"the store secret must be {SECRET_BYTES} bytes")
         self._tls = tls
         self._secret = secret
@@ -97,7 +108,11 @@ class StoreServer:
         self._closed = threading.Event()
         self.refused = 0
         """Connections closed for want of a certificate of this attempt or of the secret."""
-        self._listener = socket.create_server((host, port), backlog=64)
+        if listener is None:
+            self._listener = socket.create_server((host, port), backlog=64)
+        else:
+            self._listener = listener
+            listener.listen(64)
         self.address: tuple[str, int] = self._listener.getsockname()[:2]
         self._thread = threading.Thread(target=self._accept_loop, name="store", daemon=True)
         self._thread.start()

@@ -7,6 +7,7 @@ does (``tessera_ml.worlds``), so both run the same code.
 from __future__ import annotations
 
 import contextlib
+import socket
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -60,11 +61,15 @@ def join_world(
     device: torch.device | None = None,
     timeout_s: float = 300.0,
     collective_timeout_s: float = 300.0,
+    store_listener: socket.socket | None = None,
 ) -> JobWorld:
-    """Rank 0 serves the store at ``store_address`` (its own address); every rank joins it,
-    then its party's world and its links to the other parties."""
+    """Rank 0 serves the store at ``store_address`` (its own address), on ``store_listener``
+    where its launcher reserved that port for it; every rank joins it, then its party's world
+    and its links to the other parties."""
     tls = TlsConfig(credentials, attempt=attempt)
-    server = StoreServer(*store_address, tls, secret) if rank == 0 else None
+    server = (
+        StoreServer(*store_address, tls, secret, listener=store_listener) if rank == 0 else None
+    )
     try:
         store = StoreClient(
             store_address, parties[0], tls, secret, timeout=timedelta(seconds=timeout_s)

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 import torch.multiprocessing as mp
 
 from tessera_ml.comm.base import Communicator
+from tessera_ml.ports import port_of, reserve_port
 from tessera_ml.security.pki import Credentials
 
 if TYPE_CHECKING:
@@ -56,6 +57,8 @@ def start_ranks_from_a_preloaded_server(modules: Sequence[str]) -> None:
 
 
 def free_port(host: str = "127.0.0.1") -> int:
+    """A port free at the moment of asking (servers of tests, testbed worlds); a port that must
+    stay free until its server starts is reserved instead (``tessera_ml.ports``)."""
     with socket.socket() as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
@@ -74,6 +77,7 @@ def _rank_main(
     netns: str | None = None,
     backend: str = "gloo",
     parties: PartyWorld | None = None,
+    store_listener: socket.socket | None = None,
 ) -> None:
     if netns is not None:
         from tessera_ml.netns import enter_namespace
@@ -90,9 +94,9 @@ def _rank_main(
         if backend == "nccl":
             device = torch.device("cuda", rank % torch.cuda.device_count())
         if parties is None:
-            comm, close = _gloo_world(rank, world_size, host, port, backend, device)
+            comm, close = _gloo_world(rank, world_size, host, port, backend, device, store_listener)
         else:
-            comm, close = parties.join(rank, (host, port), backend, device)
+            comm, close = parties.join(rank, (host, port), backend, device, store_listener)
         try:
             out = fn(comm, *args)
         finally:
@@ -103,14 +107,28 @@ def _rank_main(
 
 
 def _gloo_world(
-    rank: int, world_size: int, host: str, port: int, backend: str, device: Any
+    rank: int,
+    world_size: int,
+    host: str,
+    port: int,
+    backend: str,
+    device: Any,
+    listener: socket.socket | None,
 ) -> tuple[Communicator, Callable[[], None]]:
     """One ``torch.distributed`` world over a TCPStore: no parties, no TLS."""
     import torch.distributed as dist
 
     from tessera_ml.comm.torch_dist import TorchDistCommunicator
 
-    store = dist.TCPStore(host, port, world_size, is_master=(rank == 0), timeout=_TIMEOUT)
+    store = dist.TCPStore(
+        host,
+        port,
+        world_size,
+        is_master=(rank == 0),
+        timeout=_TIMEOUT,
+        # the store's server takes the descriptor over and closes it
+        master_listen_fd=listener.detach() if listener is not None else None,
+    )
     comm = TorchDistCommunicator.init(
         rank=rank, world_size=world_size, store=store, backend=backend, timeout_s=120, device=device
     )
@@ -131,7 +149,12 @@ class PartyWorld:
     secret: bytes
 
     def join(
-        self, rank: int, store: tuple[str, int], backend: str, device: Any
+        self,
+        rank: int,
+        store: tuple[str, int],
+        backend: str,
+        device: Any,
+        listener: socket.socket | None = None,
     ) -> tuple[Communicator, Callable[[], None]]:
         from tessera_ml.comm.world import join_world
 
@@ -146,6 +169,7 @@ class PartyWorld:
             backend=backend,
             device=device,
             timeout_s=120,
+            store_listener=listener,
         )
         return world.comm, world.close
 
@@ -190,7 +214,6 @@ def run_world(
     """
     ctx = mp.get_context("forkserver") if _forked_from_server else mp.get_context("spawn")
     results = ctx.Queue()
-    port = free_port(host)
     per_rank = [threads] * world_size if isinstance(threads, int) else list(threads)
     namespaces: list[str | None] = [None] * world_size
     envs = [env or {} for _ in range(world_size)]
@@ -218,6 +241,11 @@ def run_world(
     wiring = None
     if parties is not None:
         wiring = party_world(parties, addresses, Path(folder.name))
+    # rank 0 serves the store on a socket bound here, so no other socket takes the port before
+    # it listens; in a testbed's namespace, whose ports only the world's ranks use, it binds
+    # the port itself
+    listener = reserve_port(host) if testbed is None else None
+    port = port_of(listener) if listener is not None else free_port(host)
     procs = [
         ctx.Process(
             target=_rank_main,
@@ -234,13 +262,18 @@ def run_world(
                 namespaces[r],
                 backend,
                 wiring,
+                listener if r == 0 else None,
             ),
             daemon=True,
         )
         for r in range(world_size)
     ]
-    for p in procs:
-        p.start()
+    try:
+        for p in procs:
+            p.start()
+    finally:
+        if listener is not None:
+            listener.close()
     collected: dict[int, Any] = {}
     failures: list[str] = []
     try:
