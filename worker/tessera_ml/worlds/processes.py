@@ -242,10 +242,10 @@ def run_world(
     if parties is not None:
         wiring = party_world(parties, addresses, Path(folder.name))
     # rank 0 serves the store on a socket bound here, so no other socket takes the port before
-    # it listens; in a testbed's namespace, whose ports only the world's ranks use, it binds
-    # the port itself
+    # it listens; in a testbed's namespace, whose address this process does not have and whose
+    # ports only the world's ranks use, it binds a port number picked here itself
     listener = reserve_port(host) if testbed is None else None
-    port = port_of(listener) if listener is not None else free_port(host)
+    port = port_of(listener) if listener is not None else free_port()
     procs = [
         ctx.Process(
             target=_rank_main,
