@@ -119,7 +119,6 @@ class Runtime:
             rendezvous = self._rendezvous(launch, stop, listener)
             if rendezvous is None:
                 return Outcome("cancelled", "stopped before the world met")
-            ranks_listener, listener = listener, None
             return launch_ranks(
                 launch,
                 rendezvous,
@@ -128,7 +127,7 @@ class Runtime:
                 entry_point=entry_point,
                 credentials=credentials,
                 on_started=lambda _: self.api.post_status(launch.task_id, "running"),
-                store_listener=ranks_listener,
+                store_listener=listener,  # closed there once the ranks started
             )
         except TaskAbort as exc:
             return Outcome("failed", str(exc))
