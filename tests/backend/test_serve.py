@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,13 +14,7 @@ import pytest
 from sqlalchemy import create_engine, inspect
 
 from tessera_api.serve import main
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
+from tessera_ml.ports import free_port
 
 
 def test_tessera_api_migrates_then_serves(tmp_path: Path) -> None:

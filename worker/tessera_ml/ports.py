@@ -31,3 +31,10 @@ def reserve_port(host: str = "127.0.0.1") -> socket.socket:
 
 def port_of(sock: socket.socket) -> int:
     return int(sock.getsockname()[1])
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port free at the moment of asking, for a server that binds it itself soon after (a test's
+    server, a testbed world's store inside its namespace); nothing keeps it free meanwhile."""
+    with reserve_port(host) as sock:
+        return port_of(sock)

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import torch.multiprocessing as mp
 
 from tessera_ml.comm.base import Communicator
-from tessera_ml.ports import port_of, reserve_port
+from tessera_ml.ports import free_port, port_of, reserve_port
 from tessera_ml.security.pki import Credentials
 
 if TYPE_CHECKING:
@@ -54,14 +54,6 @@ def start_ranks_from_a_preloaded_server(modules: Sequence[str]) -> None:
     global _forked_from_server
     mp.set_forkserver_preload(list(modules))
     _forked_from_server = True
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port free at the moment of asking (servers of tests, testbed worlds); a port that must
-    stay free until its server starts is reserved instead (``tessera_ml.ports``)."""
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def _rank_main(
