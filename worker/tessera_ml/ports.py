@@ -6,6 +6,7 @@ Imports without torch, so a worker reserves the port without loading it.
 
 from __future__ import annotations
 
+import random
 import socket
 
 
@@ -35,6 +36,36 @@ def port_of(sock: socket.socket) -> int:
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A port free at the moment of asking, for a server that binds it itself soon after (a test's
-    server, a testbed world's store inside its namespace); nothing keeps it free meanwhile."""
+    server, a testbed world's store inside its namespace). Nothing holds it meanwhile, so it is
+    drawn below the kernel's ephemeral range where that leaves room: an outgoing connection's
+    local port, which the kernel picks from that range, cannot take it before the server binds
+    it. A port is not handed out twice by one process."""
+    low, _ = _ephemeral_range()
+    candidates = range(max(_FIRST_UNPRIVILEGED, low - _BELOW_EPHEMERAL), low)
+    for _ in range(min(len(candidates), 64)):
+        port = random.choice(candidates)
+        if port in _handed_out:
+            continue
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+                sock.bind((host, port))
+        except OSError:
+            continue
+        _handed_out.add(port)
+        return port
     with reserve_port(host) as sock:
         return port_of(sock)
+
+
+_FIRST_UNPRIVILEGED = 1024
+_BELOW_EPHEMERAL = 16384
+_handed_out: set[int] = set()
+
+
+def _ephemeral_range(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> tuple[int, int]:
+    try:
+        with open(path) as f:
+            low, high = (int(v) for v in f.read().split())
+    except (OSError, ValueError):
+        return _FIRST_UNPRIVILEGED, 65535  # unknown: nothing lies below it, bind(0) decides
+    return low, high
