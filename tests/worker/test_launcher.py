@@ -228,3 +228,39 @@ def test_ranks_on_gpus_join_an_nccl_world(tmp_path: Path) -> None:
     )
     outcome = _run(launch, _settings(tmp_path), threading.Event(), free_port())
     assert outcome.status == "succeeded", outcome.reason
+
+
+def test_a_rank_reads_data_only_inside_its_workers_data_folder(tmp_path: Path) -> None:
+    """A job's dataset reference comes from its creator, maybe another party: a worker's ranks
+    read files under the worker's data folder (``<home>/data``) and nowhere else."""
+    rows = "a,b,label\n" + "".join(f"{i},{i % 3},{i % 2}\n" for i in range(40))
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "rows.csv").write_text(rows)
+    (tmp_path / "private.csv").write_text(rows)
+    outcomes = {}
+    for name, ref in (("inside", "file:rows.csv"), ("outside", f"file:{tmp_path / 'private.csv'}")):
+        task = uuid.uuid4().hex
+        launch = TaskLaunch(
+            task_id=task,
+            job_id=f"job-{task}",
+            algorithm="ddp",
+            config={"dataset": ref, "steps": 2, "batch_size": 8},
+            plan=_plan(["alice"]),
+            world_size=1,
+            ranks=[{"rank": 0, "device": "cpu"}],  # type: ignore[list-item]
+            attempt_id=f"attempt-{task}",
+        )
+        outcomes[name] = launch_ranks(
+            launch,
+            Rendezvous(host="127.0.0.1", port=free_port(), secret=SECRET),
+            _settings(tmp_path),
+            threading.Event(),
+            entry_point="tessera_ml.algorithms.ddp.train:run",
+            credentials=credentials(launch, tmp_path / "tasks"),
+        )
+    assert outcomes["inside"].status == "succeeded", outcomes["inside"].reason
+    outside = outcomes["outside"]
+    assert outside.status == "failed"
+    assert outside.reason is not None
+    assert "DataRefError" in outside.reason
+    assert "is outside the folders this worker reads" in outside.reason

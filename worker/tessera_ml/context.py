@@ -13,6 +13,7 @@ import torch
 from tessera_ml.comm.base import Communicator
 from tessera_ml.harness import NO_HARNESS, Harness
 from tessera_ml.report import MemoryReporter, Reporter
+from tessera_ml.safe_load import load_state
 from tessera_ml.spec import AlgorithmConfig, RankSlot
 
 
@@ -57,6 +58,19 @@ class RankContext:
     def seed(self) -> int:
         return self.config.seed
 
+    @property
+    def file_roots(self) -> list[Path]:
+        """The folders in which a file that the job's configuration names may lie on this host
+        (``tessera_ml.host_paths``): the data root, and the folder that holds every job's
+        checkpoint folder, so that weights from an earlier job can be named. None without a data
+        root (outside a worker), where a path is taken as given."""
+        if self.data_root is None:
+            return []
+        roots = [self.data_root]
+        if self.checkpoint_dir is not None:
+            roots.append(self.checkpoint_dir.parent)
+        return roots
+
     def ranks_of(self, role: str) -> list[int]:
         """Global ranks playing ``role``, in role-rank order."""
         return [s.rank for s in sorted(self.plan, key=lambda s: s.role_rank) if s.role == role]
@@ -88,9 +102,11 @@ class RankContext:
         return path
 
     def load_checkpoint(self) -> dict[str, Any] | None:
-        """This rank's state from ``resume_from``, or None when starting fresh."""
+        """This rank's state from ``resume_from``, or None when starting fresh. It is read with
+        torch's restricted unpickler, so a state holds tensors and plain values (numbers,
+        strings, lists, tuples, dicts) only."""
         if self.resume_from is None:
             return None
         path = self.resume_from / f"rank-{self.rank}.pt"
-        state: dict[str, Any] = torch.load(path, map_location=self.device, weights_only=False)
+        state: dict[str, Any] = load_state(path, self.device, str(path))
         return state

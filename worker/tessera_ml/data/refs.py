@@ -4,8 +4,9 @@ Syntax: ``SCHEME:TARGET[?key=value&key=value…]``
 
 - ``sklearn:NAME`` with NAME in ``digits``, ``breast_cancer``, ``wine``, ``diabetes``
 - ``generated:clicks`` (options: ``rows``, ``fields``, ``ids``, ``zipf``, ``dim``, ``seed``)
-- ``file:PATH`` with PATH ending in ``.csv``, ``.parquet`` or ``.npz``; relative paths are
-  resolved under the worker's data root (options: ``label``, ``id``, ``task``)
+- ``file:PATH`` with PATH ending in ``.csv``, ``.parquet`` or ``.npz``; on a worker the file
+  must lie in its data root, where relative paths are resolved (``tessera_ml.host_paths``;
+  options: ``label``, ``id``, ``task``)
 
 Options every scheme accepts: ``test`` (test fraction, default 0.2, or ``file:OTHER.csv`` for a
 separate test file), ``split_seed`` (default 0: the split is fixed, whatever the job seed),

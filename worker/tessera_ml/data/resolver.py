@@ -10,10 +10,12 @@ from tessera_ml.data.partition import select_columns, shard_dataset
 from tessera_ml.data.refs import DataRef, DataRefError, parse_ref
 from tessera_ml.data.sklearn_sets import load_sklearn
 from tessera_ml.data.tabular import Dataset, Table, Task, split_by_id, standardize
+from tessera_ml.host_paths import host_path
 
 
 def resolve(ref: str | DataRef, data_root: Path | str | None = None) -> Dataset:
-    """Load the dataset a reference names; relative file paths are under ``data_root``."""
+    """Load the dataset a reference names. With a ``data_root`` (on a worker) a file must lie
+    inside it, and a relative path is taken there (``tessera_ml.host_paths``)."""
     parsed = parse_ref(ref) if isinstance(ref, str) else ref
     test = parsed.option("test", "0.2") or "0.2"
     split_seed = _int(parsed, "split_seed", 0)
@@ -114,12 +116,8 @@ def _click_params(ref: DataRef) -> ClickParams:
 
 
 def _path(target: str, data_root: Path | str | None) -> Path:
-    path = Path(target).expanduser()
-    if not path.is_absolute():
-        if data_root is None:
-            raise DataRefError("no_data_root", f"relative path {target!r} needs a data root")
-        path = Path(data_root) / path
-    return path
+    roots = [Path(data_root)] if data_root is not None else []
+    return host_path(target, roots, "dataset file", DataRefError)
 
 
 def _int(ref: DataRef, key: str, default: int) -> int:

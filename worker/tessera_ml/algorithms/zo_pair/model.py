@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from tessera_ml.data.tabular import Dataset, Task
+from tessera_ml.errors import CodedError
+from tessera_ml.host_paths import host_path
 from tessera_ml.metrics import accuracy, auc
 from tessera_ml.models.zoo import build_model, seeded
+from tessera_ml.safe_load import load_state
 
 
 def make_model(spec: Any, data: Dataset, *, seed: int) -> nn.Module:
@@ -24,22 +28,29 @@ def make_model(spec: Any, data: Dataset, *, seed: int) -> nn.Module:
     return seeded(seed, lambda: build_model(spec, dataset=data)).eval()
 
 
-def load_weights(model: nn.Module, ref: str, device: torch.device) -> None:
-    """Weights from a state-dict file or a checkpoint folder holding ``rank-0.pt``."""
-    path = Path(ref)
+def load_weights(
+    model: nn.Module, ref: str, device: torch.device, roots: Sequence[Path] = ()
+) -> None:
+    """Weights from a state-dict file or a checkpoint folder holding ``rank-0.pt``. With
+    ``roots`` (on a worker) the path must lie inside one of them (``tessera_ml.host_paths``).
+    The file is read with torch's restricted unpickler: tensors and plain containers only, so
+    a file that holds anything else is refused rather than run."""
+    path = host_path(ref, roots, "init_checkpoint")
     if path.is_dir():
         path = path / "rank-0.pt"
     if not path.is_file():
-        raise ValueError(f"init_checkpoint {ref!r}: no such file")
-    state: Any = torch.load(path, map_location=device, weights_only=False)
+        raise CodedError("no_such_file", f"init_checkpoint {ref!r}: no such file")
+    state: Any = load_state(path, device, f"init_checkpoint {ref!r}")
     if isinstance(state, dict) and isinstance(state.get("model"), dict):
         state = state["model"]
     if not isinstance(state, dict):
-        raise ValueError(f"init_checkpoint {ref!r} holds no state dict")
+        raise CodedError("no_state_dict", f"init_checkpoint {ref!r} holds no state dict")
     try:
         model.load_state_dict(state)
     except RuntimeError as exc:
-        raise ValueError(f"init_checkpoint {ref!r} does not fit the model: {exc}") from exc
+        raise CodedError(
+            "checkpoint_mismatch", f"init_checkpoint {ref!r} does not fit the model: {exc}"
+        ) from exc
 
 
 def example_losses(out: torch.Tensor, target: torch.Tensor, task: Task) -> torch.Tensor:

@@ -72,7 +72,8 @@ class ZoPairConfig(AlgorithmConfig):
         default=None,
         max_length=4096,
         description="Weights to fine-tune from: a state dict file, or a checkpoint folder "
-        "holding rank-0.pt (e.g. one written by a ddp job)",
+        "holding rank-0.pt (e.g. one written by a ddp job); on a worker it must lie in its data "
+        "folder (relative paths are taken there) or its checkpoints folder",
     )
     eval_every: int = Field(
         default=100, ge=0, description="Evaluate every this many steps (0: only at the end)"

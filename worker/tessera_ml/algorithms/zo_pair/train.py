@@ -24,7 +24,7 @@ def build_processor(ctx: RankContext, data: Dataset, peer: Peer | None = None) -
     assert isinstance(cfg, ZoPairConfig)
     model = make_model(cfg.model, data, seed=cfg.seed).to(ctx.device)
     if cfg.init_checkpoint:
-        load_weights(model, cfg.init_checkpoint, ctx.device)
+        load_weights(model, cfg.init_checkpoint, ctx.device, ctx.file_roots)
     processors = ctx.ranks_of(PROCESSOR)
     group = None if len(processors) == ctx.world_size else ctx.comm.new_group(processors, "pairs")
     return PairProcessor(
