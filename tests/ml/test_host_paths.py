@@ -34,7 +34,7 @@ def test_with_roots_a_path_must_lie_inside_one_of_them(tmp_path: Path) -> None:
         with pytest.raises(CodedError) as refused:
             host_path(outside, roots, "dataset file")
         assert refused.value.code == "path_outside_root"
-        assert str(data) in refused.value.reason and str(weights) in refused.value.reason
+        assert str(tmp_path) not in refused.value.reason.replace(outside, "")
     # a parent folder is refused by name, even where it would come back inside
     for climbing in ("../data/rows.csv", f"{data}/../data/rows.csv", "sub/../../x.csv"):
         with pytest.raises(CodedError) as refused:

@@ -42,8 +42,5 @@ def host_path(
     path = Path(os.path.abspath(path))
     if any(path.is_relative_to(folder) for folder in folders):
         return path
-    where = " or ".join(str(folder) for folder in folders)
-    raise error(
-        "path_outside_root",
-        f"{what}: {target!r} is outside the folders this worker reads ({where})",
-    )
+    # the folders are not named: the reason may reach the job's other parties
+    raise error("path_outside_root", f"{what}: {target!r} is outside the folders this worker reads")
