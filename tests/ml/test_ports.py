@@ -42,3 +42,24 @@ def test_without_room_below_the_range_the_kernel_picks(monkeypatch: pytest.Monke
 
 def test_an_unreadable_range_leaves_the_choice_to_the_kernel() -> None:
     assert ports._ephemeral_range("/nonexistent/ip_local_port_range") == (1024, 65535)
+
+
+def test_a_port_the_kernel_picked_is_not_handed_out_twice_either(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(ports, "_ephemeral_range", lambda: (1024, 65535))
+    drawn = [ports.free_port() for _ in range(50)]
+    assert len(set(drawn)) == len(drawn)
+
+
+def test_an_ipv6_host_gets_a_port_of_its_own_family() -> None:
+    if not socket.has_ipv6:
+        pytest.skip("no IPv6 here")
+    try:
+        with socket.socket(socket.AF_INET6) as probe:
+            probe.bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback here")
+    port = ports.free_port("::1")
+    with socket.socket(socket.AF_INET6) as server:
+        server.bind(("::1", port))

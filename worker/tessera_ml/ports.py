@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import socket
+import threading
 
 
 def reserve_port(host: str = "127.0.0.1") -> socket.socket:
@@ -16,8 +17,12 @@ def reserve_port(host: str = "127.0.0.1") -> socket.socket:
     included) can take it, while a peer that connects early is refused and retries as it would
     before the server starts. The process that serves on it listens (``listen()``) on this
     socket or on a copy of its descriptor."""
+    return _bound(host, 0)
+
+
+def _bound(host: str, port: int) -> socket.socket:
     family, kind, proto, _, address = socket.getaddrinfo(
-        host or None, 0, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
     )[0]
     sock = socket.socket(family, kind, proto)
     try:
@@ -42,24 +47,29 @@ def free_port(host: str = "127.0.0.1") -> int:
     it. A port is not handed out twice by one process."""
     low, _ = _ephemeral_range()
     candidates = range(max(_FIRST_UNPRIVILEGED, low - _BELOW_EPHEMERAL), low)
-    for _ in range(min(len(candidates), 64)):
-        port = random.choice(candidates)
-        if port in _handed_out:
-            continue
-        try:
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-                sock.bind((host, port))
-        except OSError:
-            continue
-        _handed_out.add(port)
-        return port
-    with reserve_port(host) as sock:
-        return port_of(sock)
+    with _handing_out:
+        for _ in range(min(len(candidates), 64)):
+            port = random.choice(candidates)
+            if port in _handed_out:
+                continue
+            try:
+                _bound(host, port).close()
+            except OSError:
+                continue
+            _handed_out.add(port)
+            return port
+        while True:  # no room below the range, or none free there: the kernel picks
+            with reserve_port(host) as sock:
+                port = port_of(sock)
+            if port not in _handed_out:
+                _handed_out.add(port)
+                return port
 
 
 _FIRST_UNPRIVILEGED = 1024
 _BELOW_EPHEMERAL = 16384
 _handed_out: set[int] = set()
+_handing_out = threading.Lock()
 
 
 def _ephemeral_range(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> tuple[int, int]:
