@@ -42,5 +42,4 @@ def host_path(
     path = Path(os.path.abspath(path))
     if any(path.is_relative_to(folder) for folder in folders):
         return path
-    # the folders are not named: the reason may reach the job's other parties
     raise error("path_outside_root", f"{what}: {target!r} is outside the folders this worker reads")
