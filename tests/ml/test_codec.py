@@ -17,6 +17,7 @@ import torch
 
 from tessera_ml.comm import codec
 from tessera_ml.comm.codec import MAX_DEPTH, DecodeError, decode, encode
+from tests.ml.planted import Touch
 
 TENSOR_DTYPES = [
     torch.bool,
@@ -255,21 +256,13 @@ def _frame(header: Any, blobs: bytes = b"") -> bytes:
     return _raw_frame(json.dumps(header).encode(), blobs)
 
 
-class _Touch:
-    def __init__(self, path: Path) -> None:
-        self.path = path
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (Path.touch, (self.path,))
-
-
 def test_a_pickle_is_refused_without_being_loaded(tmp_path: Path) -> None:
     marker = tmp_path / "unpickled"
     for protocol in range(2, pickle.HIGHEST_PROTOCOL + 1):
         with pytest.raises(DecodeError, match="refused a pickled payload"):
-            decode(pickle.dumps(_Touch(marker), protocol=protocol))
+            decode(pickle.dumps(Touch(marker), protocol=protocol))
     with pytest.raises(DecodeError, match="wrong magic"):
-        decode(pickle.dumps(_Touch(marker), protocol=0))
+        decode(pickle.dumps(Touch(marker), protocol=0))
     with pytest.raises(DecodeError, match="refused a pickled payload"):
         decode(pickle.dumps({"hello": [1, 2, 3]}))
     assert not marker.exists()

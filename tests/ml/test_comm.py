@@ -13,6 +13,7 @@ from tessera_ml.comm import codec
 from tessera_ml.comm.base import Communicator
 from tessera_ml.comm.local import LocalWorldBroken, run_local
 from tessera_ml.worlds import run_world
+from tests.ml.planted import Touch
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -134,19 +135,9 @@ def test_local_recv_checks_shape() -> None:
         run_local(lambda c: c.recv(torch.zeros(1), 1 - c.rank), 2, timeout_s=0.5)
 
 
-class _Touch:
-    """Unpickling this creates the marker file: what a hostile peer could send."""
-
-    def __init__(self, marker: str) -> None:
-        self.marker = marker
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (Path.touch, (Path(self.marker),))
-
-
 def _pickle_to_rank_one(comm: Communicator, marker: str) -> str | None:
     if comm.rank == 0:
-        payload = torch.frombuffer(bytearray(pickle.dumps(_Touch(marker))), dtype=torch.uint8)
+        payload = torch.frombuffer(bytearray(pickle.dumps(Touch(marker))), dtype=torch.uint8)
         comm.send(torch.tensor([payload.numel()], dtype=torch.int64), 1)
         comm.send(payload, 1)
         return None
@@ -161,7 +152,7 @@ def test_a_peer_pickle_is_refused_and_never_loaded(
     tmp_path: Path, parties: list[str] | None
 ) -> None:
     live = tmp_path / "live"
-    pickle.loads(pickle.dumps(_Touch(str(live))))
+    pickle.loads(pickle.dumps(Touch(str(live))))
     assert live.exists(), "the payload would act if it were unpickled"
     marker = tmp_path / "marker"
     _, message = run_world(_pickle_to_rank_one, 2, str(marker), parties=parties)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pytest
 import torch
@@ -14,6 +13,7 @@ from tessera_ml.data import DataRefError, resolve
 from tessera_ml.errors import CodedError
 from tessera_ml.host_paths import host_path
 from tessera_ml.safe_load import load_state
+from tests.ml.planted import Touch
 
 ROWS = "a,b,label\n" + "".join(f"{i},{i % 3},{i % 2}\n" for i in range(20))
 
@@ -65,20 +65,10 @@ def test_a_dataset_outside_the_data_root_is_refused_with_a_code(tmp_path: Path) 
         assert refused.value.code == "path_outside_root"
 
 
-class _Touch:
-    """Unpickling this creates the marker file: what a planted state file could do."""
-
-    def __init__(self, marker: Path) -> None:
-        self.marker = marker
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (Path.touch, (self.marker,))
-
-
 def test_a_state_file_holding_an_object_is_refused_and_never_run(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     planted = tmp_path / "rank-0.pt"
-    torch.save({"model": {"w": torch.zeros(2)}, "extra": _Touch(marker)}, planted)
+    torch.save({"model": {"w": torch.zeros(2)}, "extra": Touch(marker)}, planted)
     with pytest.raises(CodedError) as refused:
         load_state(planted, torch.device("cpu"), "the state")
     assert refused.value.code == "unsafe_checkpoint"

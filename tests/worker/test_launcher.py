@@ -247,7 +247,7 @@ def test_a_rank_reads_data_only_inside_its_workers_data_folder(tmp_path: Path) -
             config={"dataset": ref, "steps": 2, "batch_size": 8},
             plan=_plan(["alice"]),
             world_size=1,
-            ranks=[{"rank": 0, "device": "cpu"}],  # type: ignore[list-item]
+            ranks=[{"rank": 0, "device": "cpu"}],  # type: ignore[misc]
             attempt_id=f"attempt-{task}",
         )
         outcomes[name] = launch_ranks(
