@@ -145,6 +145,8 @@ def test_a_killed_rank_fails_the_attempt_and_retry_resumes_from_the_checkpoint(
     job = platform.wait_job(job_id, lambda j: len(j["attempts"]) == 2 and j["status"] == "running")
     resumed = job["attempts"][-1]["resume_from"]
     assert resumed is not None and resumed["step"] >= checkpointed
+    # every member of the job reads this: a name inside the job's folder, no host's path
+    assert resumed["uri"] == f"step-{resumed['step']:09d}"
     deadline = time.monotonic() + 90
     while True:
         series = platform.get(f"/jobs/{job_id}/metrics", names="loss", attempt=2)["series"]

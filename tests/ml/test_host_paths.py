@@ -65,6 +65,16 @@ def test_a_dataset_outside_the_data_root_is_refused_with_a_code(tmp_path: Path) 
         assert refused.value.code == "path_outside_root"
 
 
+def test_a_missing_dataset_is_named_as_the_job_named_it(tmp_path: Path) -> None:
+    """The reason reaches every party of the job, so it names no folder of this host."""
+    data = tmp_path / "data"
+    data.mkdir()
+    with pytest.raises(DataRefError) as missing:
+        resolve("file:gone.csv", data_root=data)
+    assert missing.value.code == "no_such_file"
+    assert "'gone.csv'" in str(missing.value) and str(tmp_path) not in str(missing.value)
+
+
 def test_a_state_file_holding_an_object_is_refused_and_never_run(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     planted = tmp_path / "rank-0.pt"

@@ -67,6 +67,7 @@ def _reporter(spec: RankLaunch) -> Any:
         rank=spec.rank,
         spool=spool,
         share_files_of=spec.attempt if spec.share_checkpoints else None,
+        files_in=Path(spec.checkpoint_dir) if spec.checkpoint_dir else None,
     )
 
 

@@ -46,10 +46,14 @@ class HttpReporter:
         max_backoff_s: float = 5.0,
         spool: Path | None = None,
         share_files_of: int | None = None,
+        files_in: Path | None = None,
     ) -> None:
         """``share_files_of``: the attempt whose checkpoint files to upload after recording
-        them (None: they stay on this host)."""
+        them (None: they stay on this host). ``files_in``: the job's checkpoint folder on this
+        host; a checkpoint is recorded by its name inside it, so the members of the job, who
+        read the records, do not learn this host's paths (None: recorded as given)."""
         self._api = api
+        self._files_in = files_in
         self._spool = spool
         self._share_files_of = share_files_of
         self.job_id = job_id
@@ -105,7 +109,7 @@ class HttpReporter:
     def checkpoint(
         self, step: int, uri: str, size: int, sha256: str, *, kind: str = "checkpoint"
     ) -> None:
-        body = {"task_id": self.task_id, "rank": self.rank, "step": step, "uri": uri}
+        body = {"task_id": self.task_id, "rank": self.rank, "step": step, "uri": self._name(uri)}
         if kind != "checkpoint":
             body["kind"] = kind
         with self._lock:
@@ -115,6 +119,14 @@ class HttpReporter:
                 path = str(Path(uri) / f"rank-{self.rank}.pt")
                 self._checkpoints.append({"upload": path, "attempt": self._share_files_of} | body)
         self._wake.set()
+
+    def _name(self, uri: str) -> str:
+        if self._files_in is None:
+            return uri
+        folder = Path(uri)
+        if folder.is_relative_to(self._files_in):
+            return folder.relative_to(self._files_in).as_posix()
+        return folder.name
 
     def flush(self, timeout_s: float = 10.0) -> bool:
         """Deliver everything buffered; False when the control plane stayed unreachable."""

@@ -48,6 +48,7 @@ def test_a_shared_checkpoint_goes_to_its_party_only(client: TestClient, tmp_path
         rank=0,
         flush_interval_s=0.05,
         share_files_of=1,
+        files_in=tmp_path / "alice",
     )
     record = write_checkpoint(tmp_path / "alice", 40, 0, payload)
     reporter.checkpoint(40, record["uri"], record["size"], record["sha256"])
@@ -61,6 +62,8 @@ def test_a_shared_checkpoint_goes_to_its_party_only(client: TestClient, tmp_path
         (0, job.alice.name, True),
         (1, job.bob.name, False),
     ]
+    # alice's record names the checkpoint inside her job's folder, not where her host keeps it
+    assert listed[0]["uri"] == "step-000000040"
     mine = client.get(file_url(job, 40, 0), headers=job.alice.auth)
     assert mine.status_code == 200 and mine.content == payload
     assert mine.headers["x-checkpoint-sha256"] == record["sha256"]
