@@ -15,6 +15,7 @@ import pytest
 
 from tessera_ml.worlds import free_port
 from tessera_worker.client import ControlPlane
+from tessera_worker.redaction import HostPaths
 from tessera_worker.reporter import HttpReporter, deliver_spool
 
 
@@ -103,6 +104,18 @@ def test_metrics_are_batched_and_delivered(ingest: Ingest) -> None:
             "sha256": "ab" * 32,
         },
     ) in ingest.posts
+
+
+def test_log_lines_name_no_folder_of_the_host(ingest: Ingest, tmp_path: Path) -> None:
+    ingest.up()
+    api = ControlPlane(f"http://127.0.0.1:{ingest.port}", "token", timeout_s=2)
+    reporter = HttpReporter(
+        api, job_id="j", task_id="t", rank=0, flush_interval_s=0.05, host_paths=HostPaths(tmp_path)
+    )
+    reporter.log(f"read {tmp_path}/data/rows.csv")
+    assert reporter.close()
+    (body,) = [b for path, b in ingest.posts if path.endswith("/logs")]
+    assert [line["message"] for line in body["lines"]] == ["read $TESSERA_HOME/data/rows.csv"]
 
 
 def test_an_unreachable_control_plane_is_survived_with_a_bounded_buffer(ingest: Ingest) -> None:

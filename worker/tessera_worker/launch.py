@@ -103,5 +103,7 @@ class RankLaunch(BaseModel):
     """Whether the rank uploads each checkpoint's file after recording it."""
     resume_from: str | None = None
     data_root: str | None = None
+    home: str | None = None
+    """The worker's home, named ``$TESSERA_HOME`` in what the rank's logs send out."""
     rendezvous_timeout_s: float = 120.0
     collective_timeout_s: float = 300.0

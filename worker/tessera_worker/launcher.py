@@ -27,6 +27,7 @@ from tessera_worker.identity import TaskCredentials
 from tessera_worker.launch import RankLaunch, Rendezvous, TaskLaunch
 from tessera_worker.peer_loss import lost_a_peer
 from tessera_worker.rank import failure_marker
+from tessera_worker.redaction import HostPaths
 
 MAX_REASON = 2000
 SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY", re.IGNORECASE)
@@ -150,6 +151,7 @@ def rank_specs(
                 else None
             ),
             data_root=str(settings.home / "data"),
+            home=str(settings.home),
             rendezvous_timeout_s=settings.rendezvous_timeout_s,
             collective_timeout_s=settings.collective_timeout_s,
         )
@@ -200,9 +202,11 @@ def describe_exit(code: int) -> str:
     return f"exited with code {code}"
 
 
-def failure(launch: TaskLaunch, failed: RunningRank) -> Outcome:
+def failure(launch: TaskLaunch, failed: RunningRank, settings: LaunchSettings) -> Outcome:
     code = failed.proc.returncode
-    lines = procs.tail(failed.log)
+    # every party of the job reads these: they name no folder of this host
+    hidden = HostPaths(settings.home)
+    lines = [hidden.hide(line) for line in procs.tail(failed.log)]
     head = describe_exit(code)
     detail = "\n".join(lines[-8:])[-(MAX_REASON - len(head) - 2) :]
     reason = f"{head}: {detail}" if detail else head
@@ -239,7 +243,7 @@ def watch(
             if _any_failed(running):
                 bad = _cause(running, settings.failure_settle_s)
                 procs.kill_all(all_procs)
-                return failure(launch, bad)
+                return failure(launch, bad, settings)
             if all(p.poll() == 0 for p in all_procs):
                 return Outcome("succeeded")
             time.sleep(settings.poll_interval_s)

@@ -56,6 +56,7 @@ def _reporter(spec: RankLaunch) -> Any:
     if spec.api_url is None or not spec.task_token:
         return MemoryReporter()
     from tessera_worker.client import ControlPlane
+    from tessera_worker.redaction import HostPaths
     from tessera_worker.reporter import HttpReporter
 
     api = ControlPlane(spec.api_url, spec.task_token, verify=spec.api_ca_file or True)
@@ -68,6 +69,7 @@ def _reporter(spec: RankLaunch) -> Any:
         spool=spool,
         share_files_of=spec.attempt if spec.share_checkpoints else None,
         files_in=Path(spec.checkpoint_dir) if spec.checkpoint_dir else None,
+        host_paths=HostPaths(Path(spec.home) if spec.home else None),
     )
 
 

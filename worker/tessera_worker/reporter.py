@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from tessera_worker.client import ApiError, ControlPlane
+from tessera_worker.redaction import HostPaths
 
 MAX_BATCH = 500
 
@@ -47,12 +48,15 @@ class HttpReporter:
         spool: Path | None = None,
         share_files_of: int | None = None,
         files_in: Path | None = None,
+        host_paths: HostPaths | None = None,
     ) -> None:
         """``share_files_of``: the attempt whose checkpoint files to upload after recording
         them (None: they stay on this host). ``files_in``: the job's checkpoint folder on this
         host; a checkpoint is recorded by its name inside it, so the members of the job, who
-        read the records, do not learn this host's paths (None: recorded as given)."""
+        read the records, do not learn this host's paths (None: recorded as given).
+        ``host_paths``: hides this host's folders in the log lines sent."""
         self._api = api
+        self._host_paths = host_paths
         self._files_in = files_in
         self._spool = spool
         self._share_files_of = share_files_of
@@ -98,6 +102,8 @@ class HttpReporter:
 
     def log(self, message: str, *, level: str = "info") -> None:
         message = message.replace("\x00", "\ufffd")  # NUL is refused in stored text
+        if self._host_paths is not None:
+            message = self._host_paths.hide(message)
         line = {"rank": self.rank, "level": level, "message": message, "time": _now()}
         with self._lock:
             self._append(self._lines, line)

@@ -23,6 +23,7 @@ from tessera_worker.identity import TaskCredentials, WorkerIdentity
 from tessera_worker.launch import TERMINAL, Rendezvous, TaskLaunch
 from tessera_worker.launcher import LaunchSettings, Outcome, launch_ranks
 from tessera_worker.output import MAX_LINE
+from tessera_worker.redaction import HostPaths
 from tessera_worker.reporter import deliver_spool
 
 
@@ -138,8 +139,8 @@ class Runtime:
         except httpx.HTTPError as exc:
             return Outcome("failed", f"worker lost the control plane: {exc}")
         except Exception as exc:
-            detail = traceback.format_exc(limit=3)
-            return Outcome("failed", f"worker error: {exc!r}\n{detail}"[:2000])
+            text = f"worker error: {exc!r}\n{traceback.format_exc(limit=3)}"
+            return Outcome("failed", HostPaths(self.launch.home).hide(text)[:2000])
         finally:
             if listener is not None:
                 listener.close()
