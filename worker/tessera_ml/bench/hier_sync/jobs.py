@@ -18,9 +18,11 @@ from tessera_ml.bench.hier_sync.cpu_limit import join_cpu_group
 from tessera_ml.bench.hier_sync.rss import MALLOC_ENV, peak_rss_bytes, reset_peak_rss
 from tessera_ml.bench.hier_sync.torch_baselines import TorchJob, run_torch
 from tessera_ml.comm.base import Communicator
+from tessera_ml.safe_load import load_state
 from tessera_ml.worlds import RankOutcome, WorldJob, run_job, run_jobs, run_world
 
 PARTY = "cluster"
+CPU = torch.device("cpu")
 Outcomes = list[dict[str, RankOutcome]]
 
 
@@ -64,14 +66,17 @@ def paced(speeds: tuple[float, ...]) -> tuple[BenchHarness, ...]:
 
 def ddp_params(folder: Path) -> torch.Tensor:
     """Flat parameters of a ddp checkpoint, last layer first (the layout hier_sync uses)."""
-    state = torch.load(folder / "rank-0.pt", weights_only=False)
+    state = load_state(folder / "rank-0.pt", CPU, "a ddp checkpoint")
     tensors = list(state["model"].values())
     return torch.cat([t.reshape(-1) for t in reversed(tensors)])
 
 
 def hier_params(folder: Path, node_ranks: list[int]) -> torch.Tensor:
     """Flat parameters assembled from the slices the devices of one node saved."""
-    slices = [torch.load(folder / f"rank-{r}.pt", weights_only=False)["slice"] for r in node_ranks]
+    slices = [
+        load_state(folder / f"rank-{r}.pt", CPU, "a hier_sync checkpoint")["slice"]
+        for r in node_ranks
+    ]
     bounds = slices[0]["bounds"]
     flat = torch.full((bounds[-1][-1],), float("nan"))
     for saved in slices:
