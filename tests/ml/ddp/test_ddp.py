@@ -62,7 +62,7 @@ def _single_process_reference(steps: int) -> dict[str, torch.Tensor]:
 
 
 def _weights(checkpoint: Path) -> dict[str, torch.Tensor]:
-    state = torch.load(checkpoint, weights_only=False)
+    state = torch.load(checkpoint, weights_only=True)
     weights: dict[str, torch.Tensor] = state["model"]
     return weights
 

@@ -137,7 +137,7 @@ def test_resuming_an_int8_run_restores_its_residuals_and_continues_the_same_run(
     whole = hier_params(_final(root, "int8_sgd"), [0, 1])
     resumed = hier_params(_final(root, "int8_resumed"), [2, 3])
     assert torch.equal(whole, resumed)
-    saved = torch.load(root / "int8_sgd" / "step-000000025" / "rank-0.pt", weights_only=False)[
+    saved = torch.load(root / "int8_sgd" / "step-000000025" / "rank-0.pt", weights_only=True)[
         "slice"
     ]
     assert saved["residual"].abs().max() > 0

@@ -43,7 +43,7 @@ STALE: dict[str, Any] = {**BASE, "mode": "async", "staleness": 2, "eval_every": 
 
 def _final(folder: Path, steps: int, rank: int) -> dict[str, Any]:
     state: dict[str, Any] = torch.load(
-        folder / f"step-{steps:09d}" / f"rank-{rank}.pt", weights_only=False
+        folder / f"step-{steps:09d}" / f"rank-{rank}.pt", weights_only=True
     )
     return state
 
