@@ -10,8 +10,8 @@ import sys
 from pathlib import Path
 
 from fastapi import FastAPI
-from pydantic import ValidationError
 
+from tessera_api import startup
 from tessera_api.settings import DEFAULT_ADMIN_TOKEN, Settings
 
 SHUTDOWN_GRACE_S = 5
@@ -64,24 +64,24 @@ def main(argv: list[str]) -> int:
     problem = tls_problem(args.tls_cert, args.tls_key)
     if args.workers < 1:
         problem = "--workers must be at least 1"
+    if not 0 < args.port < 65536:
+        problem = f"--port must be between 1 and 65535, got {args.port}"
     if problem is not None:
         print(f"tessera api: {problem}", file=sys.stderr)
         return 2
     try:
-        settings = Settings()
-    except ValidationError as exc:
-        print(f"tessera api: invalid settings: {exc}", file=sys.stderr)
+        settings = startup.load_settings()
+        startup.prepare_home(settings)
+        if settings.admin_token == DEFAULT_ADMIN_TOKEN:
+            print(
+                "tessera api: using the development admin token; set TESSERA_ADMIN_TOKEN",
+                file=sys.stderr,
+            )
+        if not args.no_migrate:
+            startup.migrate_database(settings)
+    except startup.StartupError as exc:
+        print(f"tessera api: {exc}", file=sys.stderr)
         return 2
-    settings.home.mkdir(parents=True, exist_ok=True)
-    if settings.admin_token == DEFAULT_ADMIN_TOKEN:
-        print(
-            "tessera api: using the development admin token; set TESSERA_ADMIN_TOKEN",
-            file=sys.stderr,
-        )
-    if not args.no_migrate:
-        from tessera_api.migrate import upgrade
-
-        upgrade(settings.resolved_database_url)
 
     import uvicorn
 

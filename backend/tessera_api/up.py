@@ -16,8 +16,7 @@ import threading
 import time
 from pathlib import Path
 
-from pydantic import ValidationError
-
+from tessera_api import startup
 from tessera_api.demo import DEMO_PARTIES, ensure_party, token_file
 from tessera_api.serve import SHUTDOWN_GRACE_S, add_tls_arguments, tls_problem
 from tessera_api.settings import DEFAULT_ADMIN_TOKEN, Mode, Settings
@@ -85,14 +84,9 @@ def check(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
 def load_settings() -> Settings:
     # zero setup: without TESSERA_BROKER_URL, the embedded broker rather than a local Redis
-    try:
-        settings = Settings()
-        if "TESSERA_BROKER_URL" not in os.environ:
-            settings = settings.model_copy(update={"broker_url": EMBEDDED})
-        return settings
-    except ValidationError as exc:
-        messages = "; ".join(str(e["msg"]) for e in exc.errors())
-        raise UsageError(f"invalid settings: {messages}") from exc
+    if "TESSERA_BROKER_URL" not in os.environ:
+        return startup.load_settings(broker_url=EMBEDDED)
+    return startup.load_settings()
 
 
 def start_worker(
@@ -146,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = load_settings()
         check_port_free(args.host, args.port)
         prepare_database(settings)
-    except UsageError as exc:
+    except (UsageError, startup.StartupError) as exc:
         print(f"tessera up: {exc}", file=sys.stderr)
         return 2
     return run(settings, args, parties, local)
@@ -167,17 +161,8 @@ def check_port_free(host: str, port: int) -> None:
 
 def prepare_database(settings: Settings) -> None:
     """Create the data directory and migrate the database to the latest schema."""
-    from sqlalchemy.exc import ArgumentError, OperationalError
-
-    from tessera_api.migrate import upgrade
-
-    settings.home.mkdir(parents=True, exist_ok=True)
-    try:
-        upgrade(settings.resolved_database_url)
-    except (OperationalError, ArgumentError) as exc:
-        where = settings.resolved_database_url.split("@")[-1]
-        first = str(exc).strip().splitlines()[0]
-        raise UsageError(f"cannot use the database at {where}: {first}") from exc
+    startup.prepare_home(settings)
+    startup.migrate_database(settings)
 
 
 def run(settings: Settings, args: argparse.Namespace, parties: list[str], local: list[str]) -> int:

@@ -50,10 +50,47 @@ def test_tessera_api_migrates_then_serves(tmp_path: Path) -> None:
         process.wait(timeout=20)
 
 
-def test_invalid_settings_refuse_to_start(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_invalid_settings_refuse_to_start_without_showing_a_value(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setenv("TESSERA_MODE", "production")
-    monkeypatch.setenv("TESSERA_ADMIN_TOKEN", "")
+    monkeypatch.setenv("TESSERA_ADMIN_TOKEN", "hunter2")  # too short for production
     assert main(["--port", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tessera api: invalid settings") and "TESSERA_ADMIN_TOKEN" in err
+    assert "hunter2" not in err
+
+
+@pytest.mark.parametrize(
+    ("environment", "argv", "message"),
+    [
+        ({}, ["--port", "70000"], "--port must be between 1 and 65535, got 70000"),
+        ({"TESSERA_MODE": "bogus"}, [], "TESSERA_MODE: Input should be"),
+        ({"TESSERA_HOME": "/proc/no/such"}, [], "cannot use TESSERA_HOME=/proc/no/such"),
+        ({"TESSERA_DATABASE_URL": "nonsense"}, [], "cannot use the database at nonsense"),
+        (
+            {"TESSERA_DATABASE_URL": "postgresql+psycopg://u:pw@127.0.0.1:9/none"},
+            [],
+            "cannot use the database at 127.0.0.1:9/none (TESSERA_DATABASE_URL)",
+        ),
+        ({"TESSERA_DATABASE_URL": "mysql://a@b/c"}, [], "No module named"),
+    ],
+)
+def test_what_the_server_cannot_start_with_is_one_line(
+    environment: dict[str, str],
+    argv: list[str],
+    message: str,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path))
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert main(["--no-scheduler", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("tessera api: ") and message in err
+    assert "Traceback" not in err and "pw" not in err
 
 
 def self_signed(folder: Path) -> tuple[Path, Path]:
