@@ -126,6 +126,26 @@ def test_a_member_without_the_secret_learns_and_changes_nothing(
     assert member.get("plan") == b"kept" and member.num_keys() == 1
 
 
+def test_a_partys_own_store_serves_that_party_only(authority: Authority, tmp_path: Path) -> None:
+    """Another party's rank of the same attempt, holding the secret, is refused at its
+    certificate: it can neither read nor rewrite where the party's process group meets."""
+    secret = os.urandom(32)
+    server = StoreServer(
+        "127.0.0.1", 0, tls_for(authority, tmp_path, "alice"), secret, party="alice"
+    )
+    try:
+        member = client(server, tls_for(authority, tmp_path, "alice"), secret)
+        member.set("party/alice/0", b"10.0.0.1:4000")
+        other = client(server, tls_for(authority, tmp_path, "bob"), secret)
+        with pytest.raises((StoreError, ConnectionError)):
+            other.set("party/alice/0", b"10.6.6.6:4000")
+        assert _refused(server, 0)
+        assert member.get("party/alice/0") == b"10.0.0.1:4000"
+        member.close()
+    finally:
+        server.close()
+
+
 def test_strangers_are_closed_without_a_word_while_members_go_on(
     served: tuple[StoreServer, bytes], authority: Authority, tmp_path: Path
 ) -> None:

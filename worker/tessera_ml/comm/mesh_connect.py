@@ -42,6 +42,7 @@ def connect_mesh(
     device: torch.device | None = None,
     timeout_s: float = 300.0,
     collective_timeout_s: float = 300.0,
+    party_store: dist.Store | None = None,
 ) -> MeshCommunicator:
     """This rank's communicator: its party's world joined, and its links to other parties.
 
@@ -49,6 +50,9 @@ def connect_mesh(
     from other parties (its worker's advertised address); ``tls`` may be None only when the
     job has a single party. ``timeout_s`` bounds meeting the others; ``collective_timeout_s``
     bounds any one operation afterwards (a peer that stops answering fails the rank).
+    ``party_store``: where the party's process group meets (default: ``store``); in a job of
+    several parties it is the party's own (``tessera_ml.comm.world``), since the ranks of its
+    group connect to whatever addresses they read there, without TLS.
     """
     device = comm_device(backend, device)
     mesh = MeshCommunicator(rank=rank, parties=parties, backend=backend, device=device, tls=tls)
@@ -56,7 +60,7 @@ def connect_mesh(
     if foreign and tls is None:
         raise ValueError("a job of several parties needs TLS between them")
     if len(mesh.members) > 1:
-        _join_party_world(mesh, store, backend, device, collective_timeout_s)
+        _join_party_world(mesh, party_store or store, backend, device, collective_timeout_s)
     if foreign:
         assert tls is not None
         _link_parties(mesh, foreign, store, address, tls, timeout_s)

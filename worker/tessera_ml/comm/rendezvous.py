@@ -94,15 +94,18 @@ class StoreServer:
         tls: TlsConfig,
         secret: bytes,
         listener: socket.socket | None = None,
+        party: str | None = None,
     ) -> None:
         """Serve at ``(host, port)``, or on ``listener``, a socket already bound there
-        (``tessera_ml.ports.reserve_port``), which the store then owns."""
+        (``tessera_ml.ports.reserve_port``), which the store then owns. ``party``: serve only
+        clients whose certificate names that party (a party's own store)."""
         if len(secret) != SECRET_BYTES:
             if listener is not None:
                 listener.close()
             raise ValueError(f"the store secret must be {SECRET_BYTES} bytes")
         self._tls = tls
         self._secret = secret
+        self._party = party
         self._data: dict[str, bytes] = {}
         self._changed = threading.Condition()
         self._closed = threading.Event()
@@ -116,6 +119,11 @@ class StoreServer:
         self.address: tuple[str, int] = self._listener.getsockname()[:2]
         self._thread = threading.Thread(target=self._accept_loop, name="store", daemon=True)
         self._thread.start()
+
+    def keys(self) -> list[str]:
+        """The keys it holds now."""
+        with self._changed:
+            return sorted(self._data)
 
     def close(self) -> None:
         self._closed.set()
@@ -136,6 +144,12 @@ class StoreServer:
     def _serve(self, sock: socket.socket) -> None:
         try:
             tls = self._tls.accept(sock, HANDSHAKE_TIMEOUT_S)
+            if self._party is not None:
+                try:
+                    self._tls.expect(tls, self._party)
+                except PeerRefused:
+                    tls.close()
+                    raise
         except (OSError, ssl.SSLError, PeerRefused):
             self.refused += 1
             sock.close()
