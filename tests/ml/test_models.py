@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from os import makedirs  # noqa: F401 (named by a job below: imported here, not defined here)
+from pathlib import Path
+
 import pytest
 import torch
 from torch import nn
@@ -64,6 +67,17 @@ def test_custom_hook_receives_sizes_and_kwargs() -> None:
     assert isinstance(build_model("torch.nn:Identity"), nn.Identity)
     with pytest.raises(ValueError, match="not installed"):
         build_model("no_such_module:factory")
+
+
+def test_a_custom_model_is_code_of_the_module_it_names(tmp_path: Path) -> None:
+    """A name the module only imported (here ``os.makedirs``) is refused before it is called:
+    a worker that allows this module does not allow everything it imports."""
+    made = tmp_path / "made"
+    with pytest.raises(ValueError, match="not a function or class defined in"):
+        build_model(
+            {"kind": "custom", "target": f"{__name__}:makedirs", "kwargs": {"name": str(made)}}
+        )
+    assert not made.exists()
 
 
 def test_bad_specs_are_value_errors() -> None:
