@@ -130,6 +130,30 @@ def test_csv_parquet_and_npz_files_load_with_labels_and_ids(tmp_path: Path) -> N
     assert features_only.train.y is None and features_only.num_features == 3
 
 
+@pytest.mark.parametrize(
+    ("rows", "code", "cause"),
+    [
+        ("id,a,label\nJane Roe (MRN 884213),1.0,0\n", "bad_ids", "Jane Roe"),
+        ("id,a,label\n1,1.0,0\n2,Jane Roe,1\n", "non_numeric_columns", "['a']"),
+        ("id,a,label\n1,1.0,0\n2,Jane Roe,1,extra\n", "unreadable_file", "Jane Roe"),
+        ("id,a,label\n1,1.0,0\n1,2.0,1\n", "duplicate_ids", None),
+    ],
+)
+def test_a_files_problem_is_named_without_its_values(
+    tmp_path: Path, rows: str, code: str, cause: str | None
+) -> None:
+    """The message reaches every party of the job; what the reader said stays the cause, for
+    the worker's own log."""
+    (tmp_path / "rows.csv").write_text(rows)
+    with pytest.raises(DataRefError) as refused:
+        resolve("file:rows.csv", data_root=tmp_path)
+    message = str(refused.value)
+    assert refused.value.code == code and "rows.csv" in message
+    assert "Jane" not in message and "'a'" not in message
+    if cause is not None:
+        assert cause in str(refused.value.__cause__)
+
+
 def test_vertical_parties_agree_on_split_and_align_by_id(tmp_path: Path) -> None:
     import pyarrow as pa
     from pyarrow import csv

@@ -24,7 +24,7 @@ from tessera_worker.identity import TaskCredentials
 from tessera_worker.launch import HostedRank, Rendezvous, TaskLaunch
 from tessera_worker.launcher import LaunchSettings, Outcome, launch_ranks
 from tests.worker.proc_scan import pids_with, wait_for, wait_until_gone
-from tests.worker.toy_algorithm import ENTRY_POINT
+from tests.worker.toy_algorithm import ENTRY_POINT, PRIVATE_CAUSE
 
 ROOT = Path(__file__).resolve().parents[2]
 AUTHORITY = Authority.create("launcher test CA")
@@ -149,6 +149,10 @@ def test_failed_rank_fails_the_task_naming_party_and_rank(tmp_path: Path) -> Non
     # the traceback names the module's file, not where this host keeps it
     assert 'File "tests/worker/toy_algorithm.py"' in outcome.reason
     assert str(ROOT) not in outcome.reason
+    # the cause it was raised from quotes data: it stays in this host's log
+    assert PRIVATE_CAUSE not in outcome.reason
+    assert not [line for line in outcome.last_lines if PRIVATE_CAUSE in line]
+    assert PRIVATE_CAUSE in (tmp_path / "logs" / task / "rank-1.log").read_text()
     assert pids_with(_ranks_of(task)) == []
 
 

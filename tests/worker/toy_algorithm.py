@@ -1,9 +1,9 @@
 """A tiny rank entry point for launcher tests: all-reduces a counter once per step.
 
 Options come from the configuration: ``steps``, ``step_s`` (sleep per step), ``crash_rank`` and
-``crash_step`` (that rank raises there), ``hang_rank`` and ``hang_step`` (that rank sleeps for an
-hour there), ``checkpoint_every``, ``chatty`` (print each step and log a warning through
-``logging`` once).
+``crash_step`` (that rank raises there, from a cause that quotes private data), ``hang_rank``
+and ``hang_step`` (that rank sleeps for an hour there), ``checkpoint_every``, ``chatty`` (print
+each step and log a warning through ``logging`` once).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import torch
 from tessera_ml.context import RankContext
 
 ENTRY_POINT = "tests.worker.toy_algorithm:run"
+PRIVATE_CAUSE = "could not convert 'Jane Roe (MRN 884213)' in row 7"
 
 
 def run(ctx: RankContext) -> dict[str, Any]:
@@ -32,7 +33,7 @@ def run(ctx: RankContext) -> dict[str, Any]:
         if ctx.stop.is_set():
             break
         if ctx.rank == options.get("crash_rank") and step == options.get("crash_step", 1):
-            raise RuntimeError(f"boom at step {step}")
+            raise RuntimeError(f"boom at step {step}") from ValueError(PRIVATE_CAUSE)
         if ctx.rank == options.get("hang_rank") and step == options.get("hang_step", 1):
             time.sleep(3600)
         value = torch.tensor([float(ctx.rank + 1)], device=ctx.device)

@@ -26,7 +26,7 @@ from tessera_worker import procs
 from tessera_worker.identity import TaskCredentials
 from tessera_worker.launch import RankLaunch, Rendezvous, TaskLaunch
 from tessera_worker.peer_loss import lost_a_peer
-from tessera_worker.rank import failure_marker
+from tessera_worker.rank import failure_marker, failure_text
 from tessera_worker.redaction import HostPaths
 
 MAX_REASON = 2000
@@ -206,7 +206,11 @@ def failure(launch: TaskLaunch, failed: RunningRank, settings: LaunchSettings) -
     code = failed.proc.returncode
     # every party of the job reads these: they name no folder of this host
     hidden = HostPaths(settings.home)
-    lines = [hidden.hide(line) for line in procs.tail(failed.log)]
+    written = failure_text(failed.spec_path)
+    # the error the rank wrote for the job's parties, else (a rank killed, or dead before it
+    # could write) the last lines of its output
+    said = procs.tail(written if written.exists() else failed.log)
+    lines = [hidden.hide(line) for line in said]
     head = describe_exit(code)
     detail = "\n".join(lines[-8:])[-(MAX_REASON - len(head) - 2) :]
     reason = f"{head}: {detail}" if detail else head

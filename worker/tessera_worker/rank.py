@@ -50,6 +50,11 @@ def note_failure(spec_path: Path) -> None:
         marker.write_text(repr(time.time()))
 
 
+def failure_text(spec_path: Path) -> Path:
+    """Where a failed rank leaves what every party of the job may read of its error."""
+    return spec_path.with_suffix(".error")
+
+
 def _reporter(spec: RankLaunch) -> Any:
     from tessera_ml.report import MemoryReporter
 
@@ -218,9 +223,12 @@ def _run_reported(
             _local(f"(while stopping: {type(exc).__name__}: {exc})")
             return 0
         note_failure(spec_path)
-        text = traceback.format_exc()
-        reporter.log(text.rstrip(), level="error")
-        _local(text)  # the launcher reads the failure's reason from the local log
+        # the whole chain stays in this host's log; the job's parties read the error itself,
+        # without the causes it was raised from (a reader's message quoting a row of the data)
+        shared = "".join(traceback.format_exception(exc, chain=False))
+        failure_text(spec_path).write_text(shared)
+        reporter.log(shared.rstrip(), level="error")
+        _local(traceback.format_exc())
         return 1
     return 0
 
