@@ -22,7 +22,7 @@ from tessera_ml.security.pki import Authority, Identity, issue_credentials
 from tessera_ml.worlds import free_port
 from tessera_worker.identity import TaskCredentials
 from tessera_worker.launch import HostedRank, Rendezvous, TaskLaunch
-from tessera_worker.launcher import LaunchSettings, Outcome, launch_ranks
+from tessera_worker.launcher import LaunchSettings, Outcome, launch_ranks, rank_environment
 from tests.worker.proc_scan import pids_with, wait_for, wait_until_gone
 from tests.worker.toy_algorithm import ENTRY_POINT, PRIVATE_CAUSE
 
@@ -134,6 +134,39 @@ def test_rank_zero_serves_the_store_on_the_port_its_worker_reserved(tmp_path: Pa
     assert "rank 1 finished" in log
     with socket.create_server(("127.0.0.1", port)):  # and the port is free again
         pass
+
+
+def test_a_rank_gets_only_what_python_and_torch_read_of_its_workers_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kept = {
+        "PATH": "/usr/bin",
+        "LC_ALL": "C.UTF-8",
+        "OMP_NUM_THREADS": "2",
+        "NCCL_DEBUG": "WARN",
+        "HTTPS_PROXY": "http://proxy:3128",
+    }
+    dropped = {
+        "OPENAI_API_KEY": "sk-1",
+        "AWS_ACCESS_KEY_ID": "AKIA1",
+        "WANDB_API_KEY": "w1",
+        "SSH_AUTH_SOCK": "/tmp/ssh-agent.sock",
+        "DATABASE_URL": "postgresql://tessera:pw@db/tessera",
+        "CELERY_BROKER_URL": "redis://:pw@redis:6379/0",
+        "http_proxy": "http://user:pw@proxy:3128",
+        "TESSERA_PARTY_TOKEN": "t1",
+        "TESSERA_HOME": str(tmp_path),
+        "NCCL_SECRET": "s",
+    }
+    for name, value in {**kept, **dropped}.items():
+        monkeypatch.setenv(name, value)
+
+    env = rank_environment(_settings(tmp_path))
+
+    assert {name: env.get(name) for name in kept} == kept
+    assert sorted(set(dropped) & set(env)) == []
+    assert env["PYTHONPATH"] == str(ROOT)  # what the worker adds
+    assert env["TESSERA_RANK_THREADS"]
 
 
 def test_failed_rank_fails_the_task_naming_party_and_rank(tmp_path: Path) -> None:

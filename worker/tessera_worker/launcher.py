@@ -159,18 +159,47 @@ def rank_specs(
     ]
 
 
+RANK_NAMES = frozenset(
+    {
+        *("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "PWD", "TZ", "LANG", "LANGUAGE"),
+        *("TMPDIR", "TMP", "TEMP", "PYTHONPATH", "PYTHONHASHSEED", "VIRTUAL_ENV"),
+        *("LD_LIBRARY_PATH", "LD_PRELOAD", "SSL_CERT_FILE", "SSL_CERT_DIR", "NO_PROXY"),
+        *("no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"),
+    }
+)
+"""What a rank process takes of its worker's environment, besides ``RANK_PREFIXES``."""
+RANK_PREFIXES = (
+    *("LC_", "OMP_", "MKL_", "KMP_", "OPENBLAS_", "MALLOC_", "CUDA_", "NCCL_", "GLOO_"),
+    *("TORCH_", "PYTORCH_", "TORCHINDUCTOR_", "TRITON_", "NVIDIA_", "CUBLAS_", "CUDNN_"),
+)
+
+
 def rank_environment(settings: LaunchSettings) -> dict[str, str]:
-    """The worker's environment without anything secret: no token, no database or broker
-    address (they may hold passwords), none of the worker's own settings."""
+    """What a rank gets of the worker's environment: only what a Python process, torch and
+    its libraries read (``RANK_NAMES``, ``RANK_PREFIXES``), and what the worker adds
+    (``extra_env``). Nothing named like a secret, and no value holding a password (a proxy
+    address with one): the rest (the worker's settings, cloud keys, service addresses, the
+    operator's ssh agent) stays with the worker."""
     env = {
         name: value
         for name, value in {**os.environ, **settings.extra_env}.items()
-        if not SECRET_NAME.search(name)
-        and (not name.startswith("TESSERA_") or name in RANK_SAFE_TESSERA)
+        if (
+            name in RANK_NAMES
+            or name.startswith(RANK_PREFIXES)
+            or name in settings.extra_env
+            or name in RANK_SAFE_TESSERA
+        )
+        and not SECRET_NAME.search(name)
+        and not _holds_credentials(value)
     }
     env["TESSERA_RANK_THREADS"] = str(settings.rank_threads)
     env["PYTHONUNBUFFERED"] = "1"
     return env
+
+
+def _holds_credentials(value: str) -> bool:
+    """A URL with a user's password in it (``scheme://user:password@host``)."""
+    return re.search(r"://[^/@\s]*:[^/@\s]*@", value) is not None
 
 
 def start_ranks(specs: list[RankLaunch], settings: LaunchSettings) -> list[RunningRank]:
