@@ -48,6 +48,7 @@ from tessera_api.load_report import (
 )
 from tessera_api.load_seed import Seeded, seed
 from tessera_api.load_traffic import DASHBOARD_MIX, Ranks, Traffic, dashboard_calls, schedule
+from tessera_ml.output_file import unwritable, write_results
 
 DEFAULT_POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 
@@ -104,7 +105,31 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         p.error("--workers must be at least 1")
     if args.batch_points < 1 or args.batch_points > 10_000:
         p.error("--batch-points must be within 1..10000")
+    if min(args.replicas) < 1 or args.jobs < 1:
+        p.error("--replicas and --jobs must be at least 1")
+    problem = unwritable(args.json_out, "--json-out") if args.json_out is not None else None
+    if problem is not None:
+        p.error(problem)
+    if args.database in ("postgres", "both"):
+        problem = postgres_problem(args.postgres_url)
+        if problem is not None:
+            p.error(f"--postgres-url: {problem} (--database sqlite runs without PostgreSQL)")
     return args
+
+
+def postgres_problem(url: str) -> str | None:
+    """Why the PostgreSQL server at ``url`` cannot hold the scratch databases, or None."""
+    from sqlalchemy import create_engine
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
+
+    try:
+        engine = create_engine(url)
+        with engine.connect():
+            pass
+        engine.dispose()
+    except (ArgumentError, NoSuchModuleError, OperationalError, ImportError) as exc:
+        return str(exc).strip().splitlines()[0]
+    return None
 
 
 async def drive(
@@ -243,8 +268,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = run(args)
     out = json.dumps(report, indent=2)
     print(out)
-    if args.json_out is not None:
-        args.json_out.write_text(out + "\n")
+    if args.json_out is not None and not write_results(args.json_out, out + "\n", "--json-out"):
+        return 1
     return 0
 
 

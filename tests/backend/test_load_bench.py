@@ -10,6 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from tessera_api.load_bench import parse_args
 from tessera_api.load_traffic import DASHBOARD_MIX, INGEST, percentile
 
 RUN = """
@@ -77,3 +80,24 @@ def test_percentile_by_nearest_rank() -> None:
     assert percentile(values, 1.0) == 100
     assert percentile([3.0], 0.99) == 3
     assert percentile([], 0.5) == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--database", "postgres", "--postgres-url", "nonsense"], "--postgres-url: Could not"),
+        (
+            ["--postgres-url", "postgresql+psycopg://nobody@127.0.0.1:9/none"],
+            "--database sqlite runs without PostgreSQL",
+        ),
+        (["--database", "sqlite", "--json-out", "/proc/none/x.json"], "cannot be written"),
+        (["--database", "sqlite", "--replicas", "0"], "--replicas and --jobs must be"),
+    ],
+)
+def test_bench_api_refuses_what_it_could_not_finish_before_it_starts(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as stopped:
+        parse_args(argv)
+    assert stopped.value.code == 2
+    assert message in capsys.readouterr().err

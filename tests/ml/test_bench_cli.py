@@ -38,6 +38,38 @@ def test_bad_options_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> Non
     assert main(["--help"]) == 0
 
 
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["ddp", "--set", "ranks=abc"], "--set ranks=abc: not an integer"),
+        (["hier_sync", "--set", "slowdown=fast"], "--set slowdown=fast: not a number"),
+        (["zo_pair", "--set", "hidden=16,,8"], "--set hidden=16,,8: not a comma-separated"),
+        (["mpc_mixed", "--set", "colour=red"], "mpc_mixed bench takes no --set colour"),
+        (["param_server", "--set", "repeats=x"], "--set repeats=x: not an integer"),
+    ],
+)
+def test_a_bad_set_value_names_its_key_before_anything_runs(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_results_file_that_cannot_be_written_fails_before_the_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for target, message in [
+        (tmp_path, "is a folder"),
+        (blocker / "out.json", "cannot be written"),
+    ]:
+        assert main(["ddp", "--quick", "--json", str(target)]) == 2
+        said = capsys.readouterr()
+        assert message in said.err and "tessera bench ddp (" not in said.out  # nothing ran
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]
+
+
 def test_ddp_bench_runs_both_sides_and_writes_json(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

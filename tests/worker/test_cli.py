@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tessera_worker import cli
+from tessera_worker.agent import Agent
+from tessera_worker.client import ControlPlane
+from tests.worker.plane import ADMIN, Plane
 
 
 @pytest.mark.parametrize(
@@ -16,6 +19,13 @@ from tessera_worker import cli
         (["--party", "bob", "--token-file", "/nonexistent"], "cannot read --token-file"),
         (["--party", "bob", "--token", "t", "--allow-custom", "os;rm"], "--allow-custom 'os;rm'"),
         (["--party", "bob", "--token", "t", "--api", "ftp://x"], "--api must be an http(s) URL"),
+        (["--party", "bob", "--token", "t", "--api", "http://"], "--api must be an http(s) URL"),
+        (["--party", "bob", "--token", "t", "--api", "http://[::1"], "is not a URL"),
+        (["--party", "bob", "--token", "t", "--rendezvous-timeout", "-5"], "must be positive"),
+        (
+            ["--party", "bob", "--token", "t", "--broker", "nonsense"],
+            "--broker must be a redis:// or rediss:// URL",
+        ),
     ],
 )
 def test_worker_rejects_bad_arguments(
@@ -39,7 +49,7 @@ def test_worker_says_when_the_control_plane_is_unreachable(
     )
     runtime = cli.build_runtime(args)
     with pytest.raises(cli.UsageError, match="cannot reach the control plane"):
-        cli.register(runtime.agent, args.api, wait_s=0)
+        cli.register(runtime.agent, args.api, "bob", wait_s=0)
 
 
 def test_broker_passwords_stay_out_of_messages() -> None:
@@ -48,3 +58,23 @@ def test_broker_passwords_stay_out_of_messages() -> None:
     assert redact("redis://:s3cret@redis:6379/0") == "redis://:***@redis:6379/0"
     assert redact("redis://user:s3cret@redis:6379/0") == "redis://user:***@redis:6379/0"
     assert redact("filesystem://") == "filesystem://"
+
+
+def test_a_token_of_another_party_is_refused_before_registering(plane: Plane) -> None:
+    """A worker started for bob with alice's token would register as alice's and consume bob's
+    queue, where nothing is ever sent: it stops at once instead, registering nothing."""
+    api = ControlPlane(str(plane.client.base_url), plane.tokens["alice"], http=plane.client)
+    agent = Agent(api, describe=lambda: {}, accelerators=list)
+    with pytest.raises(cli.UsageError, match="the token is 'alice''s, not party 'bob''s"):
+        cli.register(agent, "http://control-plane", "bob", wait_s=0)
+    listed = plane.client.get("/api/v1/workers", headers=ADMIN).json()
+    assert listed["count"] == 0
+
+
+def test_a_broker_that_cannot_be_reached_is_named_without_its_password() -> None:
+    from tessera_worker.broker import broker_problem
+
+    problem = broker_problem("redis://:s3cret@127.0.0.1:1/0", wait_s=0)
+    assert problem is not None and "cannot use the broker at redis://:***@127.0.0.1:1/0" in problem
+    assert "s3cret" not in problem
+    assert broker_problem("filesystem://") is None

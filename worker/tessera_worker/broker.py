@@ -7,6 +7,7 @@ plane's ``tessera_api.scheduling.broker`` reads the same convention.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -54,3 +55,33 @@ def celery_settings(broker_url: str, home: Path) -> dict[str, Any]:
         # corrupt, after which no worker could start on this broker again
         settings["worker_enable_remote_control"] = False
     return settings
+
+
+def broker_problem(broker_url: str, wait_s: float = 60.0) -> str | None:
+    """Why a worker cannot consume from ``broker_url`` (waiting up to ``wait_s`` for a Redis
+    that is still starting), or None. Checked before the worker registers: a worker that
+    cannot reach its broker would look online and never receive a task."""
+    if broker_url == EMBEDDED:
+        return None
+    scheme = urlsplit(broker_url).scheme
+    if scheme not in ("redis", "rediss"):
+        shown = redact(broker_url)
+        return f"--broker must be a redis:// or rediss:// URL or {EMBEDDED}, got {shown!r}"
+    import redis
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            client = redis.Redis.from_url(broker_url, socket_connect_timeout=3, socket_timeout=3)
+            try:
+                client.ping()
+            finally:
+                client.close()
+            return None
+        except (redis.RedisError, ValueError, OSError) as exc:
+            if (
+                isinstance(exc, redis.AuthenticationError | ValueError)
+                or time.monotonic() > deadline
+            ):
+                return f"cannot use the broker at {redact(broker_url)}: {exc}"
+        time.sleep(1.0)

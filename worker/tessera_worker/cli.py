@@ -17,7 +17,7 @@ import httpx
 
 from tessera_worker import hardware, procs
 from tessera_worker.agent import Agent
-from tessera_worker.broker import EMBEDDED, celery_settings, redact
+from tessera_worker.broker import EMBEDDED, broker_problem, celery_settings, redact
 from tessera_worker.client import ApiError, ControlPlane
 from tessera_worker.home import default_home
 from tessera_worker.identity import WorkerIdentity
@@ -129,17 +129,30 @@ def check(args: argparse.Namespace) -> None:
             )
     if args.ca_file and not Path(args.ca_file).is_file():
         raise UsageError(f"--ca-file {args.ca_file} is not a file")
-    if urlparse(args.api).scheme not in {"http", "https"}:
-        raise UsageError(f"--api must be an http(s) URL, got {args.api!r}")
+    try:
+        api = urlparse(args.api)
+        api.port  # noqa: B018 (parses the port: raises on a bad one)
+    except ValueError as exc:
+        raise UsageError(f"--api {args.api!r} is not a URL: {exc}") from exc
+    if api.scheme not in {"http", "https"} or not api.hostname:
+        raise UsageError(f"--api must be an http(s) URL with a host, got {args.api!r}")
     if args.concurrency < 1 or args.heartbeat <= 0:
         raise UsageError("--concurrency must be at least 1 and --heartbeat positive")
+    if args.rendezvous_timeout <= 0 or args.collective_timeout <= 0:
+        raise UsageError("--rendezvous-timeout and --collective-timeout must be positive")
 
 
-def register(agent: Agent, api_url: str, wait_s: float = 60.0) -> str:
-    """Register, waiting for a control plane that is still starting."""
+def register(agent: Agent, api_url: str, party: str, wait_s: float = 60.0) -> str:
+    """Register as a worker of ``party``, waiting for a control plane that is still starting."""
     deadline = time.monotonic() + wait_s
     while True:
         try:
+            holder = agent.api.me()["name"]
+            if holder != party:
+                raise UsageError(
+                    f"the token is {holder!r}'s, not party {party!r}'s: a worker registers "
+                    "with a token of the party named by --party"
+                )
             return agent.register()
         except ApiError as exc:
             if exc.status in {401, 403}:
@@ -249,7 +262,10 @@ def main(argv: list[str] | None = None) -> int:
         read_token(args)
         check(args)
         runtime = build_runtime(args)
-        worker_id = register(runtime.agent, args.api)
+        problem = broker_problem(args.broker)
+        if problem is not None:
+            raise UsageError(problem)
+        worker_id = register(runtime.agent, args.api, args.party)
     except UsageError as exc:
         print(f"tessera worker: {exc}", file=sys.stderr)
         return 2

@@ -55,6 +55,11 @@ class ControlPlane:
             return None
         return response.json()
 
+    def me(self) -> dict[str, Any]:
+        """Whom the token belongs to (``{"name": party or "admin", "is_admin": …}``)."""
+        result: dict[str, Any] = self._call("GET", "/me")
+        return result
+
     def register(self, info: dict[str, Any]) -> dict[str, Any]:
         result: dict[str, Any] = self._call("POST", "/workers", info)
         return result

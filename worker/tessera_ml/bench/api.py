@@ -13,6 +13,33 @@ from dataclasses import dataclass, field
 from typing import Any
 
 
+class Sets(dict[str, str]):
+    """The ``--set key=value`` options, read as numbers by name: a value that is not one fails
+    naming its key (``--set ranks=abc: not an integer``)."""
+
+    def integer(self, key: str, default: int) -> int:
+        return self._number(key, default, int, "an integer")
+
+    def real(self, key: str, default: float) -> float:
+        return self._number(key, default, float, "a number")
+
+    def integers(self, key: str, default: str) -> list[int]:
+        """A comma-separated list of integers (``--set hidden=64,32``)."""
+        raw = self.get(key, default)
+        try:
+            return [int(item) for item in raw.split(",")]
+        except ValueError:
+            raise ValueError(f"--set {key}={raw}: not a comma-separated list of integers") from None
+
+    def _number(self, key: str, default: Any, kind: type, what: str) -> Any:
+        if key not in self:
+            return default
+        try:
+            return kind(self[key])
+        except ValueError:
+            raise ValueError(f"--set {key}={self[key]}: not {what}") from None
+
+
 @dataclass(frozen=True)
 class BenchArgs:
     quick: bool = False
@@ -21,8 +48,12 @@ class BenchArgs:
     """Run ranks in simulated hosts joined by rate-limited links (see ``tessera_ml.netns``)."""
     model: str | None = None
     """Algorithm-specific model choice, e.g. ``cnn``."""
-    extra: dict[str, str] = field(default_factory=dict)
+    extra: Sets = field(default_factory=Sets)
     """Further ``--set key=value`` options, algorithm-specific."""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.extra, Sets):
+            object.__setattr__(self, "extra", Sets(self.extra))
 
 
 @dataclass

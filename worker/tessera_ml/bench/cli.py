@@ -20,7 +20,8 @@ from typing import Any
 
 from tessera_ml import algorithms
 from tessera_ml import bench as benches
-from tessera_ml.bench.api import BenchArgs, BenchReport
+from tessera_ml.bench.api import BenchArgs, BenchReport, Sets
+from tessera_ml.output_file import unwritable, write_results
 
 EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
@@ -61,8 +62,8 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def parse_sets(items: list[str]) -> dict[str, str]:
-    extra: dict[str, str] = {}
+def parse_sets(items: list[str]) -> Sets:
+    extra = Sets()
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
@@ -85,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         _error(str(exc))
         return EXIT_USAGE
+    problem = unwritable(args.json, "--json") if args.json is not None else None
+    if problem is not None:
+        _error(problem)
+        return EXIT_USAGE
     if args.netns:
         from tessera_ml.netns import unavailable_reason
 
@@ -106,8 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     document = {"algorithm": args.name, "params": report.params, "results": report.results}
     print(render(args.name, report, elapsed))
     if args.json is not None:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(_plain(document), indent=2, sort_keys=True) + "\n")
+        text = json.dumps(_plain(document), indent=2, sort_keys=True) + "\n"
+        if not write_results(args.json, text, "--json"):
+            return 1
         print(f"wrote {args.json}")
     return 0
 

@@ -90,16 +90,16 @@ def bench(args: BenchArgs) -> BenchReport:
     if args.quick and model_name == "mlp":
         model = {"kind": "mlp", "hidden": [64]}
     extra = args.extra
-    ranks = int(extra.get("ranks", 2 if args.quick else 4))
-    steps = int(extra.get("steps", 60 if args.quick else 300))
-    batch = int(extra.get("batch_size", 32))
+    ranks = extra.integer("ranks", 2 if args.quick else 4)
+    steps = extra.integer("steps", 60 if args.quick else 300)
+    batch = extra.integer("batch_size", 32)
     params: dict[str, Any] = {
         "model": model,
         "dataset": extra.get("dataset", dataset),
         "ranks": ranks,
         "steps": steps,
         "batch_size_per_rank": batch,
-        "lr": float(extra.get("lr", 0.05)),
+        "lr": extra.real("lr", 0.05),
         "optimizer": extra.get("optimizer", "sgd"),
         "netns": args.netns,
     }
@@ -112,8 +112,8 @@ def bench(args: BenchArgs) -> BenchReport:
         "optimizer": params["optimizer"],
     }
     if args.netns:
-        n_hosts = int(extra.get("hosts", 2))
-        params.update(hosts=n_hosts, rate_mbit=float(extra.get("rate_mbit", 100.0)))
+        n_hosts = extra.integer("hosts", 2)
+        params.update(hosts=n_hosts, rate_mbit=extra.real("rate_mbit", 100.0))
         placement = even_hosts(ranks, n_hosts)
         params["placement"] = placement
         with Testbed(n_hosts, rate_mbit=params["rate_mbit"]) as testbed:

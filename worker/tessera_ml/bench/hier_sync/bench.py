@@ -83,7 +83,10 @@ BASELINES = ("torch_ddp", "fsdp_hybrid")
 
 
 def _hidden(raw: str) -> list[int]:
-    return [int(h) for h in raw.split(",") if h]
+    try:
+        return [int(h) for h in raw.split(",") if h]
+    except ValueError:
+        raise ValueError(f"--set hidden={raw}: not a comma-separated list of integers") from None
 
 
 def agreement(root: Path) -> dict[str, float]:
@@ -229,16 +232,16 @@ def bench(args: BenchArgs) -> BenchReport:
     if set(parts) - set(PARTS):
         raise ValueError(f"parts must name some of {', '.join(PARTS)}, not {extra['parts']!r}")
     hidden = _hidden(extra.get("hidden", "512,512" if args.quick else "2560,2560,2560"))
-    steps = int(extra.get("steps", 6 if args.quick else 10))
+    steps = extra.integer("steps", 6 if args.quick else 10)
     warmup = 2
     config: dict[str, Any] = {
         "model": {"kind": "mlp", "hidden": hidden},
         "dataset": "sklearn:digits",
         "steps": steps,
-        "batch_size": int(extra.get("batch_size", 16)),
+        "batch_size": extra.integer("batch_size", 16),
         "optimizer": extra.get("optimizer", "adam"),
         "lr": 0.001,
-        "bucket_bytes": int(extra.get("bucket_bytes", 4 << 20)),
+        "bucket_bytes": extra.integer("bucket_bytes", 4 << 20),
         "log_interval": 1,
     }
     if "intra_node_transport" in extra:  # else the job's own default
@@ -258,15 +261,15 @@ def bench(args: BenchArgs) -> BenchReport:
     compression = extra.get("inter_node_compression", "none")
     if compression not in MODES:
         raise ValueError(f"inter_node_compression must be one of {MODES}, not {compression!r}")
-    block = int(extra.get("compression_block", 256))
+    block = extra.integer("compression_block", 256)
     params["inter_node_compression"] = compression
     params["compression_block"] = block
-    repeats = int(extra.get("repeats", 1 if args.quick else 3))
+    repeats = extra.integer("repeats", 1 if args.quick else 3)
     params["proportional_repeats"] = repeats
-    params["slowdown"] = float(extra.get("slowdown", 2))
-    params["core_share"] = float(extra.get("core_share", 0.5))
-    params["proportional_devices"] = int(extra.get("proportional_devices", 2))
-    params["cfs_period_us"] = int(extra.get("cfs_period_us", PERIOD_US))
+    params["slowdown"] = extra.real("slowdown", 2)
+    params["core_share"] = extra.real("core_share", 0.5)
+    params["proportional_devices"] = extra.integer("proportional_devices", 2)
+    params["cfs_period_us"] = extra.integer("cfs_period_us", PERIOD_US)
     if params["proportional_devices"] < 2:
         raise ValueError("proportional_devices must be at least 2 (devices per node)")
     params["slow_mode"] = extra.get("slow_mode", "cpu_limit" if limit else "pace")
@@ -283,7 +286,7 @@ def bench(args: BenchArgs) -> BenchReport:
         with tempfile.TemporaryDirectory(prefix="hier-sync-bench-") as root:
             results.update(agreement(Path(root)))
     if "speed" in parts and args.netns:
-        params["rate_mbit"] = float(extra.get("rate_mbit", 200.0))
+        params["rate_mbit"] = extra.real("rate_mbit", 200.0)
         with Testbed(2, rate_mbit=params["rate_mbit"]) as testbed:
             results.update(speed(config, testbed, warmup, compression, block))
     elif "speed" in parts:
@@ -294,7 +297,7 @@ def bench(args: BenchArgs) -> BenchReport:
         converge = {
             "model": {"kind": "mlp", "hidden": [512, 512]},
             "dataset": "sklearn:digits",
-            "steps": int(extra.get("converge_steps", 100 if args.quick else 600)),
+            "steps": extra.integer("converge_steps", 100 if args.quick else 600),
             "batch_size": 16,
             "optimizer": "adam",
             "lr": 0.001,

@@ -144,19 +144,19 @@ def _config(args: BenchArgs, job: Job) -> dict[str, Any]:
     model = args.model or "mlp"
     if model not in ("mlp", "cnn"):
         raise ValueError(f"mpc_mixed bench has no model {model!r} (models: mlp, cnn)")
-    default_lr = "0.05" if model == "cnn" else "0.5"
+    default_lr = 0.05 if model == "cnn" else 0.5
     cfg: dict[str, Any] = {
         "mode": job.mode,
         "comparison": job.comparison,
         "truncation": job.truncation,
         "model": model,
-        "channels": int(extra.get("channels", 8)),
-        "epochs": int(extra.get("epochs", 1 if args.quick else 8)),
-        "batch_size": int(extra.get("batch_size", MpcMixedConfig().batch_size)),
-        "learning_rate": float(extra.get("learning_rate", default_lr)),
-        "hidden": [int(h) for h in extra.get("hidden", "64").split(",")],
+        "channels": extra.integer("channels", 8),
+        "epochs": extra.integer("epochs", 1 if args.quick else 8),
+        "batch_size": extra.integer("batch_size", MpcMixedConfig().batch_size),
+        "learning_rate": extra.real("learning_rate", default_lr),
+        "hidden": extra.integers("hidden", "64"),
         "dataset": extra.get("dataset", "digits"),
-        "seed": int(extra.get("seed", 0)),
+        "seed": extra.integer("seed", 0),
         "link": extra.get("link", "direct"),
         "log_every": 1000,
         "eval_every_epochs": 1000,
@@ -194,16 +194,27 @@ def _schedule(args: BenchArgs) -> str:
     return schedule
 
 
+SETTABLE = (
+    *("batch_size", "block_epochs", "channels", "comparison", "dataset", "epochs", "hidden"),
+    *("learning_rate", "link", "rate_mbit", "schedule", "seed", "sequential"),
+)
+
+
 def bench(args: BenchArgs) -> BenchReport:
+    unknown = sorted(set(args.extra) - set(SETTABLE))
+    if unknown:
+        raise ValueError(
+            f"mpc_mixed bench takes no --set {', '.join(unknown)} (known: {', '.join(SETTABLE)})"
+        )
     jobs = jobs_of(args)
     configs = {name: _config(args, job) for name, job in jobs.items()}
     schedule = _schedule(args)
-    block = int(args.extra.get("block_epochs", 2))
+    block = args.extra.integer("block_epochs", 2)
     if block < 1:
         raise ValueError(f"mpc_mixed bench: block_epochs must be at least 1, not {block}")
     runs: dict[str, list[list[RankOutcome]]] = {name: [] for name in jobs}
     errors: list[BaseException] = []
-    rate = float(args.extra.get("rate_mbit", 10.0))
+    rate = args.extra.real("rate_mbit", 10.0)
     testbeds: dict[str, Testbed] = {}
     folders: dict[str, Path] = {}
     harness = BenchHarness()

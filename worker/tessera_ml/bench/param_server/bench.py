@@ -82,7 +82,7 @@ def _params(args: BenchArgs) -> dict[str, Any]:
     for key, raw in args.extra.items():
         if key not in SETTABLE:
             raise ValueError(f"unknown option {key!r}; settable: {', '.join(SETTABLE)}")
-        params[key] = raw if key in TEXT_OPTIONS else int(raw)
+        params[key] = raw if key in TEXT_OPTIONS else args.extra.integer(key, 0)
     if params["plain_steps"] < 2:
         raise ValueError("plain_steps must be at least 2 (bytes are compared over all but one)")
     if params["repeats"] < 1:

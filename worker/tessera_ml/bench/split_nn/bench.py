@@ -103,11 +103,11 @@ def plan_jobs(args: BenchArgs) -> Plan:
     unknown = sorted(set(extra) - set(SETTABLE))
     if unknown:
         raise ValueError(f"split_nn bench takes no --set {', '.join(unknown)} (known: {SETTABLE})")
-    steps = int(extra.get("steps", 100 if args.quick else 600))
-    pipe_steps = int(extra.get("pipeline_steps", 8 if args.quick else 20))
-    width = int(extra.get("width", 64))
-    micro = int(extra.get("micro_batches", 8))
-    batch = int(extra.get("batch_size", 1024))
+    steps = extra.integer("steps", 100 if args.quick else 600)
+    pipe_steps = extra.integer("pipeline_steps", 8 if args.quick else 20)
+    width = extra.integer("width", 64)
+    micro = extra.integer("micro_batches", 8)
+    batch = extra.integer("batch_size", 1024)
     small = {
         "bottom": {"hidden": [32], "out": 16},
         "middle": {"hidden": [32], "out": 16},
@@ -142,8 +142,8 @@ def plan_jobs(args: BenchArgs) -> Plan:
         "pipelined": Job(chain(), {**pipe, "micro_batches": micro, "pipelined": True}),
     }
     # on links the pipeline's own steps suffice; on loopback a step is ~10x shorter
-    tls_steps = int(extra.get("tls_steps", pipe_steps if args.netns else 5 * pipe_steps))
-    tls_pairs = int(extra.get("tls_pairs", 2 if args.quick else 3))
+    tls_steps = extra.integer("tls_steps", pipe_steps if args.netns else 5 * pipe_steps)
+    tls_pairs = extra.integer("tls_pairs", 2 if args.quick else 3)
     if tls_pairs < 1 or tls_steps <= WARMUP:
         raise ValueError(f"tls_pairs must be at least 1 and tls_steps above {WARMUP}")
     tls_job = Job(chain(), {**jobs[TLS_JOB].config, "steps": tls_steps, "report_every": tls_steps})
@@ -169,8 +169,8 @@ def plan_jobs(args: BenchArgs) -> Plan:
     if args.netns:
         params.update(
             netns=True,
-            rate_mbit=float(extra.get("rate_mbit", 50.0)),
-            burst_bytes=int(extra.get("burst_bytes", BURST_FRAMES * FRAME_BYTES)),
+            rate_mbit=extra.real("rate_mbit", 50.0),
+            burst_bytes=extra.integer("burst_bytes", BURST_FRAMES * FRAME_BYTES),
             hosts="one per party",
         )
     return Plan(jobs, tls_job, tls_order(tls_pairs), params)

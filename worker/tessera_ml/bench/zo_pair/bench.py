@@ -59,20 +59,20 @@ def _params(args: BenchArgs) -> dict[str, Any]:
     if args.model not in (None, "mlp"):
         raise ValueError(f"zo_pair bench runs an MLP (--model mlp), not {args.model!r}")
     extra = args.extra
-    backprop_steps = int(extra.get("backprop_steps", 60 if args.quick else 1000))
+    backprop_steps = extra.integer("backprop_steps", 60 if args.quick else 1000)
     return {
         "dataset": DATASET,
-        "processors": int(extra.get("processors", 4)),
-        "hidden": [int(w) for w in extra.get("hidden", "16").split(",")],
-        "micro_batch": int(extra.get("micro_batch", 16)),
-        "pretrain_steps": int(extra.get("pretrain_steps", 50 if args.quick else 100)),
+        "processors": extra.integer("processors", 4),
+        "hidden": extra.integers("hidden", "16"),
+        "micro_batch": extra.integer("micro_batch", 16),
+        "pretrain_steps": extra.integer("pretrain_steps", 50 if args.quick else 100),
         "backprop_steps": backprop_steps,
-        "zo_steps": int(extra.get("zo_steps", 20 * backprop_steps)),
-        "lr": float(extra.get("lr", 0.01 if args.quick else 0.005)),
-        "epsilon": float(extra.get("epsilon", 1e-3)),
+        "zo_steps": extra.integer("zo_steps", 20 * backprop_steps),
+        "lr": extra.real("lr", 0.01 if args.quick else 0.005),
+        "epsilon": extra.real("epsilon", 1e-3),
         "directions": extra.get("directions", "per_pair"),
         "perturbation": extra.get("perturbation", "rademacher"),
-        "timed_steps": int(extra.get("timed_steps", 20 if args.quick else 60)),
+        "timed_steps": extra.integer("timed_steps", 20 if args.quick else 60),
         "speed_model_hidden": [1024, 1024] if args.quick else [2048, 2048],
         "speed_micro_batch": 16,
         "memory_model_hidden": [256] * 8,

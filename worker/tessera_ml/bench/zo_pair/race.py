@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from tessera_ml.algorithms.zo_pair.model import evaluate, load_weights, make_model
+from tessera_ml.bench.api import Sets
 from tessera_ml.data.resolver import resolve
 from tessera_ml.netns import Testbed
 from tessera_ml.worlds import RankOutcome, run_algorithm
@@ -42,19 +43,17 @@ RACE_SETTABLE = (
 )
 
 
-def race_params(quick: bool, extra: dict[str, str]) -> dict[str, Any]:
+def race_params(quick: bool, extra: Sets) -> dict[str, Any]:
     return {
-        "race_hidden": [
-            int(w) for w in extra.get("race_hidden", "1024" if quick else "4096").split(",")
-        ],
-        "race_rate_mbit": float(extra.get("race_rate_mbit", 10.0)),
-        "race_target_accuracy": float(extra.get("race_target_accuracy", 0.8 if quick else 0.85)),
-        "race_pretrain_steps": int(extra.get("race_pretrain_steps", 100)),
-        "race_zo_lr": float(extra.get("race_zo_lr", 3e-4)),
-        "race_zo_steps": int(extra.get("race_zo_steps", 4000 if quick else 6000)),
+        "race_hidden": extra.integers("race_hidden", "1024" if quick else "4096"),
+        "race_rate_mbit": extra.real("race_rate_mbit", 10.0),
+        "race_target_accuracy": extra.real("race_target_accuracy", 0.8 if quick else 0.85),
+        "race_pretrain_steps": extra.integer("race_pretrain_steps", 100),
+        "race_zo_lr": extra.real("race_zo_lr", 3e-4),
+        "race_zo_steps": extra.integer("race_zo_steps", 4000 if quick else 6000),
         "race_zo_eval_every": 50,
-        "race_ddp_lr": float(extra.get("race_ddp_lr", 0.1)),
-        "race_ddp_steps": int(extra.get("race_ddp_steps", 30 if quick else 40)),
+        "race_ddp_lr": extra.real("race_ddp_lr", 0.1),
+        "race_ddp_steps": extra.integer("race_ddp_steps", 30 if quick else 40),
         "race_micro_batch": MICRO_BATCH,
         "race_processes": PROCESSES,
         "race_placement": HOSTS,
