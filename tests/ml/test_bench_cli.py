@@ -46,6 +46,7 @@ def test_bad_options_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> Non
         (["zo_pair", "--set", "hidden=16,,8"], "--set hidden=16,,8: not a comma-separated"),
         (["mpc_mixed", "--set", "colour=red"], "mpc_mixed bench takes no --set colour"),
         (["param_server", "--set", "repeats=x"], "--set repeats=x: not an integer"),
+        (["split_nn", "--model", "cnn"], "the split_nn bench takes no --model"),
     ],
 )
 def test_a_bad_set_value_names_its_key_before_anything_runs(

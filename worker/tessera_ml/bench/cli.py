@@ -101,6 +101,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.netns:
         signal.signal(signal.SIGTERM, _exit_on_sigterm)  # unwind, so the testbed is removed
     module = importlib.import_module(f"{benches.__name__}.{args.name}.bench")
+    if args.model is not None and not getattr(module, "TAKES_MODEL", True):
+        _error(f"the {args.name} bench takes no --model; its model is set with --set")
+        return EXIT_USAGE
     started = time.perf_counter()
     try:
         report: BenchReport = module.bench(bench_args)

@@ -223,6 +223,10 @@ def speed(
     return results
 
 
+TAKES_MODEL = False
+"""Its model is set with ``--set``, not ``--model``."""
+
+
 def bench(args: BenchArgs) -> BenchReport:
     unknown = sorted(set(args.extra) - set(SETTABLE))
     if unknown:
@@ -281,12 +285,14 @@ def bench(args: BenchArgs) -> BenchReport:
                 quota_us(share, params["cfs_period_us"])
             elif params["slow_mode"] == "pace" and not 0.0 < share <= 1.0:
                 raise ValueError(f"slow_mode pace: a share of {share:g} core is not in (0, 1]")
+    rate_mbit = extra.real("rate_mbit", 200.0)  # every value is read before any part runs
+    converge_steps = extra.integer("converge_steps", 100 if args.quick else 600)
     results: dict[str, Any] = {}
     if "agreement" in parts:
         with tempfile.TemporaryDirectory(prefix="hier-sync-bench-") as root:
             results.update(agreement(Path(root)))
     if "speed" in parts and args.netns:
-        params["rate_mbit"] = extra.real("rate_mbit", 200.0)
+        params["rate_mbit"] = rate_mbit
         with Testbed(2, rate_mbit=params["rate_mbit"]) as testbed:
             results.update(speed(config, testbed, warmup, compression, block))
     elif "speed" in parts:
@@ -297,7 +303,7 @@ def bench(args: BenchArgs) -> BenchReport:
         converge = {
             "model": {"kind": "mlp", "hidden": [512, 512]},
             "dataset": "sklearn:digits",
-            "steps": extra.integer("converge_steps", 100 if args.quick else 600),
+            "steps": converge_steps,
             "batch_size": 16,
             "optimizer": "adam",
             "lr": 0.001,

@@ -298,6 +298,10 @@ def training(params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+TAKES_MODEL = False
+"""Its model is set with ``--set``, not ``--model``."""
+
+
 def bench(args: BenchArgs) -> BenchReport:
     if args.netns:
         raise ValueError("param_server has no --netns benchmark yet: bytes are counted per rank")

@@ -193,6 +193,10 @@ def tls_order(pairs: int) -> list[tuple[Transport, Transport]]:
     return [("mesh", "gloo") if i % 2 == 0 else ("gloo", "mesh") for i in range(pairs)]
 
 
+TAKES_MODEL = False
+"""Its model is set with ``--set``, not ``--model``."""
+
+
 def bench(args: BenchArgs) -> BenchReport:
     plan = plan_jobs(args)
     jobs, params = plan.jobs, plan.params
