@@ -8,7 +8,9 @@ from typing import Any
 import torch
 
 from tessera_ml.comm.base import Communicator, ReduceOp
+from tessera_ml.comm.codec import DecodeError
 from tessera_ml.comm.mesh import MeshCommunicator
+from tessera_ml.comm.mesh_communicator import MAX_DATA_BYTES
 from tessera_ml.security.tls import peer_identity
 from tessera_ml.worlds import run_world
 
@@ -172,3 +174,20 @@ def test_two_parties_all_reduce_in_one_exchange_with_the_same_bits_on_both() -> 
     # large tensor goes round the ring
     small = [8 * n for n in (1, 7, 10_001) for _ in range(4)] + [24] * 3 + [8, 24, 24]
     assert mesh[0]["sent"] == mesh[1]["sent"] == [*small, 1 << 20, 1 << 20]
+
+
+def _announces_too_much(comm: Communicator) -> str:
+    if comm.rank == 1:  # the hostile party: the size exchange of all_gather_data, then silence
+        comm.all_gather(torch.tensor([1 << 40], dtype=torch.int64))
+        return "sent"
+    try:
+        comm.all_gather_data({"ids": list(range(10))})
+    except DecodeError as exc:
+        return str(exc)
+    return "read"
+
+
+def test_a_peer_announcing_too_much_data_is_refused_before_anything_is_allocated() -> None:
+    said = run_world(_announces_too_much, 2, parties=["alice", "bob"])
+    assert said[1] == "sent"
+    assert said[0].startswith(f"ranks [1] announced data outside 0..{MAX_DATA_BYTES} bytes")

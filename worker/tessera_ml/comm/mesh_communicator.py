@@ -28,6 +28,9 @@ _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp
 
 
 PAIR_EXCHANGE_MAX = 1 << 20
+MAX_DATA_BYTES = 1 << 30
+"""The largest plain-data message a rank takes in ``all_gather_data``: a peer announcing more
+(or a negative size) fails the call rather than making this rank allocate it."""
 """Two ranks all-reduce tensors up to this size in one exchange (larger ones: the ring, which
 needs a staging buffer of half the size)."""
 
@@ -228,8 +231,16 @@ class MeshCommunicator(Communicator):
         g = self._resolve(group)
         payload = as_tensor(codec.encode(obj))
         before = self.stats.snapshot()
+        if payload.numel() > MAX_DATA_BYTES:
+            raise ValueError(f"{payload.numel()} bytes of data exceed {MAX_DATA_BYTES}")
         lengths = self.all_gather(torch.tensor([payload.numel()], dtype=torch.int64), g)
-        longest = int(max(int(n.item()) for n in lengths))
+        sizes = [int(n.item()) for n in lengths]
+        bad = [r for r, n in zip(g.ranks, sizes, strict=True) if not 0 <= n <= MAX_DATA_BYTES]
+        if bad:
+            raise codec.DecodeError(
+                f"ranks {bad} announced data outside 0..{MAX_DATA_BYTES} bytes; nothing was read"
+            )
+        longest = max(sizes)
         padded = torch.zeros(longest, dtype=torch.uint8)
         padded[: payload.numel()] = payload
         gathered = self.all_gather(padded.to(self.device), g)
