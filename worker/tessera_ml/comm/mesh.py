@@ -4,7 +4,9 @@ PyTorch's gloo has no encryption, and NCCL is for one organisation's GPUs, so a 
 belong to several parties is wired as:
 
 - the ranks of one party form their own ``torch.distributed`` world (gloo, or NCCL on GPUs),
-  through the attempt's rendezvous store under the prefix ``party/<name>/``;
+  meeting under the prefix ``party/<name>/`` in a store that only the party can reach, served
+  by its lowest rank (``tessera_ml.comm.world``; the attempt's store when the job has one
+  party);
 - every pair of ranks of different parties is joined by two TLS 1.3 connections (one per
   direction, ``links``), each end proving with its certificate the party the plan gives it and
   the attempt;
