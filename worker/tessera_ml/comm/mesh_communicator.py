@@ -28,11 +28,11 @@ _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp
 
 
 PAIR_EXCHANGE_MAX = 1 << 20
+"""Two ranks all-reduce tensors up to this size in one exchange (larger ones: the ring, which
+needs a staging buffer of half the size)."""
 MAX_DATA_BYTES = 1 << 30
 """The largest plain-data message a rank takes in ``all_gather_data``: a peer announcing more
 (or a negative size) fails the call rather than making this rank allocate it."""
-"""Two ranks all-reduce tensors up to this size in one exchange (larger ones: the ring, which
-needs a staging buffer of half the size)."""
 
 
 class MeshCommunicator(Communicator):
