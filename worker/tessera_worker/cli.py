@@ -256,6 +256,7 @@ def serve(runtime: Runtime, args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     procs.die_with_parent()
+    procs.keep_memory_private()  # ranks run as this user: they must not read its token
     args = parser().parse_args(argv)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:

@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+_PR_SET_DUMPABLE = 4
 _PR_SET_PDEATHSIG = 1
 PARENT_ENV = "TESSERA_PARENT_PID"
 
@@ -31,6 +32,18 @@ def die_with_parent() -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != int(parent):
         os._exit(1)
+
+
+def keep_memory_private() -> bool:
+    """Make this process undumpable: its memory and its ``/proc/<pid>/environ`` (which keeps
+    the environment it started with, token included) become unreadable to other processes of
+    the same user, such as the ranks it starts; children it executes are dumpable again.
+    False where the kernel call is not available."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
 
 
 def spawn(
