@@ -110,14 +110,37 @@ def decide(
     return job
 
 
-def reopen(session: Session, *, job: Job) -> None:
-    """A retried job asks again the parties that rejected it."""
+def reopen(
+    session: Session, *, job: Job, caller: Caller, specs: Mapping[str, AlgorithmSpec]
+) -> None:
+    """A retry is a new run on every party's workers. The parties' policies must still allow
+    the job (409 ``policy_forbids`` otherwise: a policy may have changed since), and each
+    party's consent is asked again, except the retrying party's own and that of a party whose
+    policy approves the retrying party's jobs unasked. A party that approved the first run, or
+    cancelled it, is not taken to agree to another."""
+    spec = specs.get(job.algorithm)
+    if spec is not None:
+        parties = [a.party for a in job.approvals]
+        found = policy.refusals(parties, spec=spec, config=spec.parse_config(job.config))
+        if found:
+            raise ApiError(409, "policy_forbids", found[0].detail, found[0].errors)
+    creator = creator_name(caller)
     for approval in job.approvals:
-        if approval.decision == Decision.rejected:
+        party = approval.party
+        if caller.is_party(party.id):
+            by, reason = party.name, "retried the job"
+        elif policy.approves_unasked(party, creator):
+            by, reason = "policy", f"approves jobs from {creator}"
+        else:
             approval.decision = Decision.pending.value
             approval.decided_by = None
             approval.decided_at = None
             approval.reason = ""
+            continue
+        _decide(approval, Decision.approved, by=by, reason=reason)
+        record_decision(
+            session, job_id=job.id, party=party, decision=approval.decision, by=by, reason=reason
+        )
     _update_reason(session, job=job)
 
 

@@ -145,6 +145,42 @@ def test_retrying_a_rejected_job_asks_again(client: TestClient) -> None:
     assert decide(client, job["id"], carol, "approve").json()["status"] == "queued"
 
 
+def test_a_retry_by_one_party_asks_the_others_again(client: TestClient) -> None:
+    """Alice approved bob's job by hand and cancelled it; bob's retry does not run on her
+    workers until she approves again."""
+    bob, alice = create_party(client), create_party(client, approves_admin=False)
+    job = create_job(client, solo(bob, alice), headers=bob.auth)
+    assert decide(client, job["id"], alice, "approve").json()["status"] == "queued"
+    cancelled = client.post(f"{API}/jobs/{job['id']}/cancel", headers=alice.auth)
+    assert cancelled.json()["status"] == "cancelled", cancelled.text
+
+    retried = client.post(f"{API}/jobs/{job['id']}/retry", headers=bob.auth)
+
+    assert retried.status_code == 200, retried.text
+    body = retried.json()
+    assert body["status"] == "pending"
+    assert body["status_reason"] == f"waiting for approval by {alice.name}"
+    decisions = {a["party"]: (a["decision"], a["decided_by"]) for a in body["approvals"]}
+    assert decisions == {bob.name: ("approved", bob.name), alice.name: ("pending", None)}
+
+
+def test_a_retry_is_refused_where_a_partys_policy_no_longer_allows_the_job(
+    client: TestClient,
+) -> None:
+    bob, alice = create_party(client), create_party(client)  # alice approves the admin's jobs
+    job = create_job(client, solo(bob, alice))
+    client.post(f"{API}/jobs/{job['id']}/cancel", headers=ADMIN)
+    set_policy(client, alice, auto_approve_from=["admin"], algorithms=["split"])
+
+    retried = client.post(f"{API}/jobs/{job['id']}/retry", headers=bob.auth)
+
+    assert retried.status_code == 409, retried.text
+    assert retried.json()["code"] == "policy_forbids"
+    assert alice.name in retried.json()["detail"]
+    after = get_job(client, job["id"])
+    assert after["status"] == "cancelled" and len(after["attempts"]) == 1  # nothing half-made
+
+
 def test_pending_approvals_are_listed_for_the_party_that_must_answer(client: TestClient) -> None:
     alice, carol = create_party(client), create_party(client, approves_admin=False)
     waiting = create_job(client, solo(alice, carol))
