@@ -8,6 +8,7 @@ looking up a party's or a task's token goes to a thread (the admin token needs n
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Mapping
+from datetime import timedelta
 from typing import Annotated, TypeVar
 
 import anyio
@@ -20,7 +21,7 @@ from tessera_api.certificates import CertificateService
 from tessera_api.db import REQUEST_SESSIONS
 from tessera_api.dispatch import Dispatcher
 from tessera_api.errors import ApiError
-from tessera_api.models import Party, Task
+from tessera_api.models import Party, Task, utcnow
 from tessera_api.security import TASK_TOKEN_PREFIX, Caller, hash_token, same_secret
 from tessera_api.settings import Settings
 from tessera_api.states import TASK_TERMINAL, TaskStatus
@@ -125,6 +126,13 @@ def _token_caller(session: Session, token: str) -> Caller:
     return Caller(party=party)
 
 
+REPORT_GRACE = timedelta(hours=1)
+"""How long after its attempt ended a task that has not ended itself may still report: what
+its worker delivers late (the ranks' last lines, what it kept through an outage of the control
+plane; workers retry for 15 minutes). After that the credential ends with the attempt, whether
+or not its worker ever said the task stopped."""
+
+
 def _task_caller(session: Session, digest: str) -> Caller:
     task = session.scalars(select(Task).where(Task.credential_hash == digest)).one_or_none()
     if task is None or task.credential_hash is None:
@@ -134,6 +142,14 @@ def _task_caller(session: Session, digest: str) -> Caller:
             401,
             "credential_expired",
             f"the credential of task {task.id} ended with the task ({task.status})",
+        )
+    attempt = task.attempt
+    if attempt.finished_at is not None and utcnow() - attempt.finished_at > REPORT_GRACE:
+        raise ApiError(
+            401,
+            "credential_expired",
+            f"the credential of task {task.id} ended with attempt {attempt.number} "
+            f"({attempt.status})",
         )
     _refuse_disabled(task.party)
     return Caller(party=task.party, task_id=task.id)

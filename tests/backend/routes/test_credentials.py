@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from fastapi.testclient import TestClient
 
+from tessera_api.deps import REPORT_GRACE
+from tessera_api.models import Task, utcnow
 from tessera_ml.security.pki import (
     certificate_request,
     identity_of,
@@ -104,6 +107,35 @@ def test_a_task_credential_reports_for_its_task_only_and_dies_with_it(
     )
     assert late.status_code == 401
     assert late.json()["code"] == "credential_expired"
+
+
+def test_a_task_credential_ends_an_hour_after_its_attempt_even_if_the_task_never_does(
+    client: TestClient,
+) -> None:
+    """Bob's rank fails the attempt; alice's task is still ``running`` (her worker never says
+    otherwise). Her credential delivers what came late for an hour, then ends."""
+    job = running_job(client)
+    worker_key = new_key()
+    register(client, job.alice, "host-1", certificate_request(worker_key, "host-1"))
+    issued = _credentials(client, job.alice, job.alice_task, worker_key, new_key()).json()
+    task_auth = {"Authorization": f"Bearer {issued['token']}"}
+    report(client, job.bob, job.bob_task, status="failed", reason="boom", exit_code=1)
+    assert get_job(client, job.id)["status"] == "failed"
+
+    def post_line() -> Any:
+        line = {"rank": 0, "message": "late"}
+        body = {"task_id": job.alice_task, "lines": [line]}
+        return client.post(f"{API}/jobs/{job.id}/logs", json=body, headers=task_auth)
+
+    assert post_line().status_code == 204
+    app: Any = client.app
+    with app.state.session_factory() as session:
+        attempt = session.get(Task, job.alice_task).attempt
+        attempt.finished_at = utcnow() - REPORT_GRACE - timedelta(minutes=1)
+        session.commit()
+    late = post_line()
+    assert late.status_code == 401 and late.json()["code"] == "credential_expired"
+    assert "ended with attempt 1 (failed)" in late.json()["detail"]
 
 
 def test_task_credentials_need_the_key_of_the_tasks_worker(client: TestClient) -> None:
