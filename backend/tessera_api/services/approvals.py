@@ -116,8 +116,8 @@ def reopen(
     """A retry is a new run on every party's workers. The parties' policies must still allow
     the job (409 ``policy_forbids`` otherwise: a policy may have changed since), and each
     party's consent is asked again, except the retrying party's own and that of a party whose
-    policy approves the retrying party's jobs unasked. A party that approved the first run, or
-    cancelled it, is not taken to agree to another."""
+    policy approves the retrying party's jobs unasked and which did not reject the job. A party
+    that approved the first run by hand, or cancelled it, is not taken to agree to another."""
     spec = specs.get(job.algorithm)
     if spec is not None:
         parties = [a.party for a in job.approvals]
@@ -129,9 +129,9 @@ def reopen(
         party = approval.party
         if caller.is_party(party.id):
             by, reason = party.name, "retried the job"
-        elif policy.approves_unasked(party, creator):
+        elif approval.decision != Decision.rejected and policy.approves_unasked(party, creator):
             by, reason = "policy", f"approves jobs from {creator}"
-        else:
+        else:  # asked again, and always after a rejection: a policy does not overrule it
             approval.decision = Decision.pending.value
             approval.decided_by = None
             approval.decided_at = None

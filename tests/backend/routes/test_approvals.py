@@ -164,6 +164,21 @@ def test_a_retry_by_one_party_asks_the_others_again(client: TestClient) -> None:
     assert decisions == {bob.name: ("approved", bob.name), alice.name: ("pending", None)}
 
 
+def test_a_retry_asks_again_a_party_that_rejected_even_if_its_policy_approves_the_retrier(
+    client: TestClient,
+) -> None:
+    alice, bob = create_party(client), create_party(client, approves_admin=False)
+    carol = create_party(client, approves_admin=False)
+    set_policy(client, alice, auto_approve_from=[bob.name])
+    job = create_job(client, solo(bob, alice, carol), headers=bob.auth)
+    assert decide(client, job["id"], alice, "reject", "not this one").status_code == 200
+
+    retried = client.post(f"{API}/jobs/{job['id']}/retry", headers=bob.auth).json()
+
+    decisions = {a["party"]: a["decision"] for a in retried["approvals"]}
+    assert decisions == {bob.name: "approved", alice.name: "pending", carol.name: "pending"}
+
+
 def test_a_retry_is_refused_where_a_partys_policy_no_longer_allows_the_job(
     client: TestClient,
 ) -> None:
