@@ -51,6 +51,16 @@ def test_a_longer_name_that_only_starts_like_a_folder_is_left(tmp_path: Path) ->
     assert "$TESSERA_HOME" not in HostPaths(home).hide(f"{home}-old/x {home}2 {home}.bak")
 
 
+def test_a_folder_is_hidden_where_a_path_starts_not_inside_another() -> None:
+    """A home of ``/data`` (the container's) leaves ``/mnt/data`` and a package's ``…/data/``
+    as they are."""
+    hidden = HostPaths(Path("/data"))
+    assert hidden.hide("read /data/x.csv") == "read $TESSERA_HOME/x.csv"
+    assert hidden.hide('File "/data/x.py"') == 'File "$TESSERA_HOME/x.py"'
+    assert hidden.hide("/mnt/data/x.csv") == "/mnt/data/x.csv"
+    assert hidden.hide("site/torch/utils/data/loader.py") == "site/torch/utils/data/loader.py"
+
+
 @pytest.mark.parametrize("text", ["loss 0.5 at step 10", "1/2 of the rows", "/"])
 def test_text_without_host_folders_is_unchanged(text: str) -> None:
     assert HostPaths(Path("/srv/tessera")).hide(text) == text

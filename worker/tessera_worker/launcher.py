@@ -82,11 +82,15 @@ class Outcome:
     party: str | None = None
     exit_code: int | None = None
     last_lines: list[str] = field(default_factory=list)
+    peer_went_away: bool = False
+    """Whether the rank's own log (all of it, causes included) says a peer went away."""
 
     @property
     def lost_a_peer(self) -> bool:
         """The rank failed because another rank went away: probably not the cause."""
-        return self.status == "failed" and lost_a_peer("\n".join(self.last_lines))
+        return self.status == "failed" and (
+            self.peer_went_away or lost_a_peer("\n".join(self.last_lines))
+        )
 
 
 @dataclass
@@ -238,13 +242,15 @@ def failure(launch: TaskLaunch, failed: RunningRank, settings: LaunchSettings) -
     written = failure_text(failed.spec_path)
     # the error the rank wrote for the job's parties, else (a rank killed, or dead before it
     # could write) the last lines of its output
-    said = procs.tail(written if written.exists() else failed.log)
+    logged = procs.tail(failed.log)
+    said = procs.tail(written) if written.exists() else logged
     lines = [hidden.hide(line) for line in said]
     head = describe_exit(code)
     detail = "\n".join(lines[-8:])[-(MAX_REASON - len(head) - 2) :]
     reason = f"{head}: {detail}" if detail else head
     party = launch.party_of(failed.rank)
-    return Outcome("failed", reason, failed.rank, party, code, lines)
+    went_away = lost_a_peer("\n".join(logged))
+    return Outcome("failed", reason, failed.rank, party, code, lines, went_away)
 
 
 def _any_failed(running: list[RunningRank]) -> bool:

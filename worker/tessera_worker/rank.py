@@ -31,6 +31,7 @@ from tessera_worker.peer_loss import lost_a_peer
 from tessera_worker.process_sample import ProcessSample
 from tessera_worker.procs import die_with_parent
 from tessera_worker.progress_lines import ProgressLines
+from tessera_worker.redaction import HostPaths
 from tessera_worker.traffic_sample import TrafficSample
 
 SYSTEM_INTERVAL_S = 5.0
@@ -61,7 +62,6 @@ def _reporter(spec: RankLaunch) -> Any:
     if spec.api_url is None or not spec.task_token:
         return MemoryReporter()
     from tessera_worker.client import ControlPlane
-    from tessera_worker.redaction import HostPaths
     from tessera_worker.reporter import HttpReporter
 
     api = ControlPlane(spec.api_url, spec.task_token, verify=spec.api_ca_file or True)
@@ -226,6 +226,8 @@ def _run_reported(
         # the whole chain stays in this host's log; the job's parties read the error itself,
         # without the causes it was raised from (a reader's message quoting a row of the data)
         shared = "".join(traceback.format_exception(exc, chain=False))
+        # hidden here, where the rank's own import path is known (the launcher's differs)
+        shared = HostPaths(Path(spec.home) if spec.home else None).hide(shared)
         failure_text(spec_path).write_text(shared)
         reporter.log(shared.rstrip(), level="error")
         _local(traceback.format_exc())

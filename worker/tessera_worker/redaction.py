@@ -29,9 +29,11 @@ class HostPaths:
         _name(names, str(Path.home()), "~")
         self._names = names
         longest_first = sorted(names, key=len, reverse=True)
-        # a folder followed by "/", or where its name ends (a full stop may end the sentence)
+        # a folder where a path starts (not inside a longer one: ``/data`` in ``/mnt/data``),
+        # followed by "/" or ending where its name ends (a full stop may end the sentence)
         self._pattern = re.compile(
-            "|".join(rf"{re.escape(f)}(?:/|(?![\w-]|\.\w))" for f in longest_first) or r"(?!)"
+            "|".join(rf"(?<![\w.\-/~$]){re.escape(f)}(?:/|(?![\w-]|\.\w))" for f in longest_first)
+            or r"(?!)"
         )
 
     def hide(self, text: str) -> str:

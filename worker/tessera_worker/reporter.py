@@ -23,6 +23,7 @@ from typing import Any
 import httpx
 
 from tessera_worker.client import ApiError, ControlPlane
+from tessera_worker.output import MAX_LINE
 from tessera_worker.redaction import HostPaths
 
 MAX_BATCH = 500
@@ -103,7 +104,7 @@ class HttpReporter:
     def log(self, message: str, *, level: str = "info") -> None:
         message = message.replace("\x00", "\ufffd")  # NUL is refused in stored text
         if self._host_paths is not None:
-            message = self._host_paths.hide(message)
+            message = self._host_paths.hide(message)[:MAX_LINE]  # a name may be longer
         line = {"rank": self.rank, "level": level, "message": message, "time": _now()}
         with self._lock:
             self._append(self._lines, line)
