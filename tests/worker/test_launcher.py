@@ -11,6 +11,7 @@ import textwrap
 import threading
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -145,6 +146,10 @@ def test_a_rank_gets_only_what_python_and_torch_read_of_its_workers_environment(
         "OMP_NUM_THREADS": "2",
         "NCCL_DEBUG": "WARN",
         "HTTPS_PROXY": "http://proxy:3128",
+        "PYTHONUSERBASE": "/opt/py",
+        "HIP_VISIBLE_DEVICES": "0",
+        "FI_PROVIDER": "efa",
+        "MY_RANK_SETTING": "asked for with --rank-env",
     }
     dropped = {
         "OPENAI_API_KEY": "sk-1",
@@ -161,10 +166,12 @@ def test_a_rank_gets_only_what_python_and_torch_read_of_its_workers_environment(
     for name, value in {**kept, **dropped}.items():
         monkeypatch.setenv(name, value)
 
-    env = rank_environment(_settings(tmp_path))
+    env = rank_environment(
+        replace(_settings(tmp_path), rank_env=("MY_RANK_SETTING", "OPENAI_API_KEY"))
+    )
 
     assert {name: env.get(name) for name in kept} == kept
-    assert sorted(set(dropped) & set(env)) == []
+    assert sorted(set(dropped) & set(env)) == []  # a secret-like name even when asked for
     assert env["PYTHONPATH"] == str(ROOT)  # what the worker adds
     assert env["TESSERA_RANK_THREADS"]
 

@@ -68,6 +68,14 @@ def parser() -> argparse.ArgumentParser:
         "repeatable; default: none)",
     )
     p.add_argument(
+        "--rank-env",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="an environment variable the ranks also get (repeatable; by default they get "
+        "only what Python, torch and its libraries read; secret-like names never)",
+    )
+    p.add_argument(
         "--ca-file",
         default=env("TESSERA_CA_FILE"),
         help="check an HTTPS control plane's certificate against this CA file (TESSERA_CA_FILE)",
@@ -218,6 +226,7 @@ def build_runtime(args: argparse.Namespace) -> Runtime:
         collective_timeout_s=args.collective_timeout,
         address=address,
         allow_custom=tuple(args.allow_custom),
+        rank_env=tuple(args.rank_env),
         share_checkpoints=args.share_checkpoints,
     )
     return Runtime(

@@ -30,7 +30,7 @@ from tessera_worker.rank import failure_marker, failure_text
 from tessera_worker.redaction import HostPaths
 
 MAX_REASON = 2000
-SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|PRIVATE_KEY", re.IGNORECASE)
+SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL|KEY|AUTH", re.IGNORECASE)
 RANK_SAFE_TESSERA = frozenset({"TESSERA_RANK_THREADS"})
 
 
@@ -52,6 +52,8 @@ class LaunchSettings:
     address: str = "127.0.0.1"
     """Where this worker's ranks accept links from other parties' ranks."""
     allow_custom: tuple[str, ...] = ()
+    rank_env: tuple[str, ...] = ()
+    """Names of further variables of the worker's environment its ranks get (``--rank-env``)."""
     """Prefixes of the code (``module`` or ``module:callable``) a job may make ranks import."""
     share_checkpoints: bool = False
     """Whether ranks upload their checkpoint files to the control plane, for this party to
@@ -166,15 +168,17 @@ def rank_specs(
 RANK_NAMES = frozenset(
     {
         *("PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "PWD", "TZ", "LANG", "LANGUAGE"),
-        *("TMPDIR", "TMP", "TEMP", "PYTHONPATH", "PYTHONHASHSEED", "VIRTUAL_ENV"),
-        *("LD_LIBRARY_PATH", "LD_PRELOAD", "SSL_CERT_FILE", "SSL_CERT_DIR", "NO_PROXY"),
-        *("no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"),
+        *("TMPDIR", "TMP", "TEMP", "VIRTUAL_ENV", "CONDA_PREFIX", "LD_LIBRARY_PATH"),
+        *("LD_PRELOAD", "SSL_CERT_FILE", "SSL_CERT_DIR", "NO_PROXY", "no_proxy", "HTTP_PROXY"),
+        *("HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY", "all_proxy"),
     }
 )
-"""What a rank process takes of its worker's environment, besides ``RANK_PREFIXES``."""
+"""What a rank process takes of its worker's environment, besides ``RANK_PREFIXES`` and what
+its operator adds (``--rank-env``)."""
 RANK_PREFIXES = (
-    *("LC_", "OMP_", "MKL_", "KMP_", "OPENBLAS_", "MALLOC_", "CUDA_", "NCCL_", "GLOO_"),
-    *("TORCH_", "PYTORCH_", "TORCHINDUCTOR_", "TRITON_", "NVIDIA_", "CUBLAS_", "CUDNN_"),
+    *("PYTHON", "LC_", "XDG_", "OMP_", "GOMP_", "KMP_", "MKL_", "OPENBLAS_", "MALLOC_"),
+    *("TORCH_", "PYTORCH_", "TORCHINDUCTOR_", "TRITON_", "CUDA_", "NVIDIA_", "CUBLAS_"),
+    *("CUDNN_", "NCCL_", "GLOO_", "HIP_", "ROCR_", "HSA_", "ROCM_", "FI_", "OFI_", "UCX_"),
 )
 
 
@@ -191,6 +195,7 @@ def rank_environment(settings: LaunchSettings) -> dict[str, str]:
             name in RANK_NAMES
             or name.startswith(RANK_PREFIXES)
             or name in settings.extra_env
+            or name in settings.rank_env
             or name in RANK_SAFE_TESSERA
         )
         and not SECRET_NAME.search(name)
