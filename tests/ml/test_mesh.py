@@ -7,10 +7,9 @@ from typing import Any
 
 import torch
 
-from tessera_ml.comm.base import Communicator, ReduceOp
+from tessera_ml.comm.base import MAX_DATA_BYTES, Communicator, ReduceOp
 from tessera_ml.comm.codec import DecodeError
 from tessera_ml.comm.mesh import MeshCommunicator
-from tessera_ml.comm.mesh_communicator import MAX_DATA_BYTES
 from tessera_ml.security.tls import peer_identity
 from tessera_ml.worlds import run_world
 

@@ -73,7 +73,7 @@ def test_a_custom_model_is_code_of_the_module_it_names(tmp_path: Path) -> None:
     """A name the module only imported (here ``os.makedirs``) is refused before it is called:
     a worker that allows this module does not allow everything it imports."""
     made = tmp_path / "made"
-    with pytest.raises(ValueError, match="not a function or class defined in"):
+    with pytest.raises(ValueError, match="not a function or class of package tests"):
         build_model(
             {"kind": "custom", "target": f"{__name__}:makedirs", "kwargs": {"name": str(made)}}
         )

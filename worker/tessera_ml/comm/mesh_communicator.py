@@ -16,7 +16,16 @@ import torch
 import torch.distributed as dist
 
 from tessera_ml.comm import codec
-from tessera_ml.comm.base import ByteStats, Communicator, Group, ReduceOp, Work, as_tensor, nbytes
+from tessera_ml.comm.base import (
+    MAX_DATA_BYTES,
+    ByteStats,
+    Communicator,
+    Group,
+    ReduceOp,
+    Work,
+    as_tensor,
+    nbytes,
+)
 from tessera_ml.comm.links import Done, InLink, LinkError, OutLink
 from tessera_ml.comm.mesh_buffers import Kept, Staged, byte_view, host_bytes
 from tessera_ml.comm.mesh_groups import ForeignGroup, LocalGroup, SpanningGroup, group_tag, ring_tag
@@ -30,9 +39,6 @@ _OPS = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp
 PAIR_EXCHANGE_MAX = 1 << 20
 """Two ranks all-reduce tensors up to this size in one exchange (larger ones: the ring, which
 needs a staging buffer of half the size)."""
-MAX_DATA_BYTES = 1 << 30
-"""The largest plain-data message a rank takes in ``all_gather_data``: a peer announcing more
-(or a negative size) fails the call rather than making this rank allocate it."""
 
 
 class MeshCommunicator(Communicator):

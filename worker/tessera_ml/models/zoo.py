@@ -148,15 +148,16 @@ def custom_model(spec: CustomSpec, in_features: int | None, out_features: int | 
         factory = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"custom model {spec.target!r} is not installed on this worker") from exc
-    # the worker allows code by module: a name the module merely imported (``from subprocess
-    # import run``) is not that module's code
+    # the worker allows code by module: a name the module merely imported from another package
+    # (``from subprocess import run``) is not that package's code
+    package = module_name.partition(".")[0]
     defined_in = getattr(factory, "__module__", None) or "elsewhere"
     if not (inspect.isfunction(factory) or inspect.isclass(factory)) or not (
-        defined_in == module_name or defined_in.startswith(module_name + ".")
+        defined_in == package or defined_in.startswith(package + ".")
     ):
         raise ValueError(
-            f"custom model {spec.target!r} is not a function or class defined in "
-            f"{module_name} (it comes from {defined_in}); name it where it is defined"
+            f"custom model {spec.target!r} is not a function or class of package {package} "
+            f"(it comes from {defined_in}); name it where it is defined"
         )
     kwargs = dict(spec.kwargs)
     params = inspect.signature(factory).parameters
