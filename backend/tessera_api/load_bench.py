@@ -118,17 +118,24 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
 
 
 def postgres_problem(url: str) -> str | None:
-    """Why the PostgreSQL server at ``url`` cannot hold the scratch databases, or None."""
+    """Why the PostgreSQL server at ``url`` cannot hold the scratch databases, or None: the
+    server's own ``postgres`` database must answer, as ``scratch_postgres`` creates them
+    from there."""
     from sqlalchemy import create_engine
+    from sqlalchemy.engine import make_url
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError, OperationalError
 
     try:
-        engine = create_engine(url)
+        engine = create_engine(make_url(url).set(database="postgres"))
+    except (ArgumentError, NoSuchModuleError, ImportError, ValueError) as exc:
+        return str(exc).strip().splitlines()[0]
+    try:
         with engine.connect():
             pass
-        engine.dispose()
-    except (ArgumentError, NoSuchModuleError, OperationalError, ImportError) as exc:
+    except OperationalError as exc:
         return str(exc).strip().splitlines()[0]
+    finally:
+        engine.dispose()
     return None
 
 

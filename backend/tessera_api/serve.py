@@ -13,6 +13,7 @@ from fastapi import FastAPI
 
 from tessera_api import startup
 from tessera_api.settings import DEFAULT_ADMIN_TOKEN, Settings
+from tessera_worker.procs import keep_memory_private
 
 SHUTDOWN_GRACE_S = 5
 """How long a stopping server waits for open connections (idle keep-alives, event streams,
@@ -102,6 +103,9 @@ def main(argv: list[str]) -> int:
 
 def app_from_environment() -> FastAPI:
     """The app each server process builds from the ``TESSERA_*`` environment."""
+    # the admin token and the database address are in this process's environment and memory:
+    # closed to other processes of the user (a worker's ranks, where one shares the host)
+    keep_memory_private()
     settings = Settings()
     app = build_app(settings, not settings.run_scheduler)
     # What exists now (modules, the app, its schemas) lives as long as the process: kept out of

@@ -50,7 +50,7 @@ def migrate_database(settings: Settings) -> None:
 
     try:
         upgrade(settings.resolved_database_url)
-    except (OperationalError, ArgumentError, NoSuchModuleError, ImportError) as exc:
+    except (OperationalError, ArgumentError, NoSuchModuleError, ImportError, ValueError) as exc:
         where = settings.resolved_database_url.split("@")[-1]
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise StartupError(

@@ -143,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     except (UsageError, startup.StartupError) as exc:
         print(f"tessera up: {exc}", file=sys.stderr)
         return 2
+    # the admin token and the database address live here: closed to the local workers' ranks,
+    # which run as this user
+    procs.keep_memory_private()
     return run(settings, args, parties, local)
 
 

@@ -8,11 +8,13 @@ plane's ``tessera_api.scheduling.broker`` reads the same convention.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 EMBEDDED = "filesystem://"
+BROKER_SAY_EVERY_S = 30.0
 
 
 def redact(url: str) -> str:
@@ -57,19 +59,26 @@ def celery_settings(broker_url: str, home: Path) -> dict[str, Any]:
     return settings
 
 
-def broker_problem(broker_url: str, wait_s: float = 60.0) -> str | None:
-    """Why a worker cannot consume from ``broker_url`` (waiting up to ``wait_s`` for a Redis
-    that is still starting), or None. Checked before the worker registers: a worker that
-    cannot reach its broker would look online and never receive a task."""
+def broker_problem(
+    broker_url: str, wait_s: float | None = None, say: Callable[[str], None] | None = None
+) -> str | None:
+    """Why a worker cannot consume from ``broker_url``, or None. Checked before the worker
+    registers: a worker that cannot reach its broker would look online and never get a task.
+    A URL that is no URL, or a password Redis refuses, is a problem at once. A Redis that does
+    not answer is waited for (``wait_s``; None: as long as it takes, through an outage), saying
+    so through ``say`` now and then. Other brokers Celery knows are not checked."""
     if broker_url == EMBEDDED:
         return None
+    shown = redact(broker_url)
     scheme = urlsplit(broker_url).scheme
+    if "://" not in broker_url or not scheme:
+        return f"--broker must be a URL such as redis://host:6379/0 or {EMBEDDED}, got {shown!r}"
     if scheme not in ("redis", "rediss"):
-        shown = redact(broker_url)
-        return f"--broker must be a redis:// or rediss:// URL or {EMBEDDED}, got {shown!r}"
+        return None
     import redis
 
-    deadline = time.monotonic() + wait_s
+    deadline = None if wait_s is None else time.monotonic() + wait_s
+    said_at = float("-inf")
     while True:
         try:
             client = redis.Redis.from_url(broker_url, socket_connect_timeout=3, socket_timeout=3)
@@ -78,10 +87,12 @@ def broker_problem(broker_url: str, wait_s: float = 60.0) -> str | None:
             finally:
                 client.close()
             return None
-        except (redis.RedisError, ValueError, OSError) as exc:
-            if (
-                isinstance(exc, redis.AuthenticationError | ValueError)
-                or time.monotonic() > deadline
-            ):
-                return f"cannot use the broker at {redact(broker_url)}: {exc}"
+        except (redis.AuthenticationError, ValueError) as exc:
+            return f"cannot use the broker at {shown}: {exc}"
+        except (redis.RedisError, OSError) as exc:
+            if deadline is not None and time.monotonic() > deadline:
+                return f"cannot use the broker at {shown}: {exc}"
+            if say is not None and time.monotonic() - said_at >= BROKER_SAY_EVERY_S:
+                say(f"waiting for the broker at {shown}: {exc}")
+                said_at = time.monotonic()
         time.sleep(1.0)

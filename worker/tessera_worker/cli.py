@@ -83,7 +83,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--broker",
         default=env("TESSERA_BROKER_URL", EMBEDDED),
-        help="broker URL, e.g. redis://host:6379/0 (TESSERA_BROKER_URL; default: embedded)",
+        help="broker URL, e.g. redis://host:6379/0 (TESSERA_BROKER_URL; default: embedded); "
+        "the worker registers once its Redis answers",
     )
     p.add_argument("--home", default=env("TESSERA_HOME"), help="data directory (TESSERA_HOME)")
     p.add_argument(
@@ -178,6 +179,10 @@ def register(agent: Agent, api_url: str, party: str, wait_s: float = 60.0) -> st
         time.sleep(1.0)
 
 
+def _say(message: str) -> None:
+    print(f"tessera worker: {message}", file=sys.stderr, flush=True)
+
+
 def socket_interface_env(address: str) -> dict[str, str]:
     """Make gloo and NCCL listen on the interface other parties reach this machine at."""
     interface = hardware.interface_of(address)
@@ -265,16 +270,16 @@ def serve(runtime: Runtime, args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     procs.die_with_parent()
-    procs.keep_memory_private()  # ranks run as this user: they must not read its token
     args = parser().parse_args(argv)
     logging.getLogger("httpx").setLevel(logging.WARNING)
     try:
         read_token(args)
         check(args)
-        runtime = build_runtime(args)
-        problem = broker_problem(args.broker)
+        problem = broker_problem(args.broker, say=_say)
         if problem is not None:
             raise UsageError(problem)
+        procs.keep_memory_private()  # ranks run as this user: they must not read its token
+        runtime = build_runtime(args)
         worker_id = register(runtime.agent, args.api, args.party)
     except UsageError as exc:
         print(f"tessera worker: {exc}", file=sys.stderr)

@@ -83,6 +83,7 @@ def join_world(
     server = (
         StoreServer(*store_address, tls, secret, listener=store_listener) if rank == 0 else None
     )
+    store: StoreClient | None = None
     party_store: StoreClient | None = None
     party_server: StoreServer | None = None
     try:
@@ -103,6 +104,9 @@ def join_world(
             party_store=party_store,
         )
     except BaseException:
+        for client in (party_store, store):
+            if client is not None:
+                client.close()
         for serving in (party_server, server):
             if serving is not None:
                 serving.close()
