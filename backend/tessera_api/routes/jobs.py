@@ -185,9 +185,7 @@ def retry_job(
     specs: SpecsDep,
     retry_in: JobRetry | None = None,
 ) -> JobPublic:
-    """Run a finished job again as a new attempt, from a checkpoint when one exists. The other
-    parties are asked again (unless their policies approve the caller's jobs unasked), and
-    every party's policy must still allow the job (409 ``policy_forbids``)."""
+    """Run a finished job again as a new attempt, from a checkpoint; consent is asked again."""
     job = jobs.get_job(session, job_id=job_id, caller=caller)
     lifecycle.retry_job(session, job=job, step=retry_in.step if retry_in else None)
     approvals.reopen(session, job=job, caller=caller, specs=specs)

@@ -315,9 +315,7 @@ export interface paths {
         put?: never;
         /**
          * Retry Job
-         * @description Run a finished job again as a new attempt, from a checkpoint when one exists. The other
-         *     parties are asked again (unless their policies approve the caller's jobs unasked), and
-         *     every party's policy must still allow the job (409 ``policy_forbids``).
+         * @description Run a finished job again as a new attempt, from a checkpoint; consent is asked again.
          */
         post: operations["jobs-retry_job"];
         delete?: never;
