@@ -107,6 +107,16 @@ MAX_DATA_BYTES = 1 << 30
 """The largest plain-data message a rank accepts: a peer cannot make it allocate more."""
 
 
+def check_announced(sizes: Sequence[int], ranks: Sequence[int]) -> None:
+    """Refuse, before anything is allocated, sizes of plain data that peers announced outside
+    0..``MAX_DATA_BYTES`` (``codec.DecodeError`` naming the ranks)."""
+    bad = [r for r, n in zip(ranks, sizes, strict=True) if not 0 <= n <= MAX_DATA_BYTES]
+    if bad:
+        raise codec.DecodeError(
+            f"ranks {bad} announced data outside 0..{MAX_DATA_BYTES} bytes; nothing was read"
+        )
+
+
 def nbytes(t: torch.Tensor) -> int:
     return t.numel() * t.element_size()
 
@@ -180,11 +190,7 @@ class Communicator(ABC):
         length = torch.zeros(1, dtype=torch.int64, device=self.device)
         self.recv(length, src)
         size = int(length.item())
-        if not 0 <= size <= MAX_DATA_BYTES:
-            raise codec.DecodeError(
-                f"rank {src} announced a payload of {size} bytes "
-                f"(plain data is at most {MAX_DATA_BYTES} bytes)"
-            )
+        check_announced([size], [src])
         payload = torch.empty(size, dtype=torch.uint8, device=self.device)
         self.recv(payload, src)
         return codec.decode(payload.cpu().numpy().tobytes())

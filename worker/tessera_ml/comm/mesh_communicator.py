@@ -24,6 +24,7 @@ from tessera_ml.comm.base import (
     ReduceOp,
     Work,
     as_tensor,
+    check_announced,
     nbytes,
 )
 from tessera_ml.comm.links import Done, InLink, LinkError, OutLink
@@ -241,11 +242,7 @@ class MeshCommunicator(Communicator):
             raise ValueError(f"{payload.numel()} bytes of data exceed {MAX_DATA_BYTES}")
         lengths = self.all_gather(torch.tensor([payload.numel()], dtype=torch.int64), g)
         sizes = [int(n.item()) for n in lengths]
-        bad = [r for r, n in zip(g.ranks, sizes, strict=True) if not 0 <= n <= MAX_DATA_BYTES]
-        if bad:
-            raise codec.DecodeError(
-                f"ranks {bad} announced data outside 0..{MAX_DATA_BYTES} bytes; nothing was read"
-            )
+        check_announced(sizes, g.ranks)
         longest = max(sizes)
         padded = torch.zeros(longest, dtype=torch.uint8)
         padded[: payload.numel()] = payload

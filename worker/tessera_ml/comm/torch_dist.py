@@ -17,6 +17,7 @@ from tessera_ml.comm.base import (
     ReduceOp,
     Work,
     as_tensor,
+    check_announced,
     nbytes,
 )
 
@@ -200,10 +201,7 @@ class TorchDistCommunicator(Communicator):
         lengths = [torch.empty_like(length) for _ in range(g.size)]
         all_gather_into(lengths, length, self._pg(group), g.ranks, self.rank)
         sizes = [int(t.item()) for t in lengths]
-        if min(sizes) < 0:
-            raise codec.DecodeError(
-                f"a member of {g.name!r} announced a payload of {min(sizes)} bytes"
-            )
+        check_announced(sizes, g.ranks)
         padded = torch.zeros(max(sizes), dtype=torch.uint8, device=self.device)
         padded[: len(payload)] = as_tensor(payload).to(self.device)
         gathered = [torch.empty_like(padded) for _ in range(g.size)]
