@@ -65,7 +65,7 @@ def test_a_dataset_outside_the_data_root_is_refused_with_a_code(tmp_path: Path) 
         assert refused.value.code == "path_outside_root"
 
 
-def test_a_missing_dataset_is_named_as_the_job_named_it(tmp_path: Path) -> None:
+def test_a_missing_dataset_is_named_by_its_file_name(tmp_path: Path) -> None:
     """The reason reaches every party of the job, so it names no folder of this host."""
     data = tmp_path / "data"
     data.mkdir()

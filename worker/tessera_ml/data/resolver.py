@@ -116,13 +116,8 @@ def _click_params(ref: DataRef) -> ClickParams:
 
 
 def _path(target: str, data_root: Path | str | None) -> Path:
-    """The file ``target`` names on this host. A missing one is reported by the name the job
-    gave, not the resolved path: the reason reaches every party of the job."""
     roots = [Path(data_root)] if data_root is not None else []
-    path = host_path(target, roots, "dataset file", DataRefError)
-    if not path.is_file():
-        raise DataRefError("no_such_file", f"dataset file {target!r} does not exist")
-    return path
+    return host_path(target, roots, "dataset file", DataRefError)
 
 
 def _int(ref: DataRef, key: str, default: int) -> int:

@@ -82,13 +82,6 @@ AGREEMENT_STEPS = 50
 BASELINES = ("torch_ddp", "fsdp_hybrid")
 
 
-def _hidden(raw: str) -> list[int]:
-    try:
-        return [int(h) for h in raw.split(",") if h]
-    except ValueError:
-        raise ValueError(f"--set hidden={raw}: not a comma-separated list of integers") from None
-
-
 def agreement(root: Path) -> dict[str, float]:
     """Largest |parameter difference| after 50 fp32 steps, equal and 0.7/0.3 slices, against
     torch DDP (and the platform's ddp)."""
@@ -235,7 +228,7 @@ def bench(args: BenchArgs) -> BenchReport:
     parts = extra.get("parts", ",".join(PARTS)).split(",")
     if set(parts) - set(PARTS):
         raise ValueError(f"parts must name some of {', '.join(PARTS)}, not {extra['parts']!r}")
-    hidden = _hidden(extra.get("hidden", "512,512" if args.quick else "2560,2560,2560"))
+    hidden = extra.integers("hidden", "512,512" if args.quick else "2560,2560,2560")
     steps = extra.integer("steps", 6 if args.quick else 10)
     warmup = 2
     config: dict[str, Any] = {
