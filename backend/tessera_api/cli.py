@@ -29,9 +29,12 @@ def usage() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if not args or args[0] in {"-h", "--help"}:
+    if args and args[0] in {"-h", "--help"}:
         print(usage())
         return 0
+    if not args:
+        print(f"tessera: a command is required\n\n{usage()}", file=sys.stderr)
+        return 2
     name, rest = args[0], args[1:]
     if name not in COMMANDS:
         print(f"tessera: unknown command {name!r}\n\n{usage()}", file=sys.stderr)
