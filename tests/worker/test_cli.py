@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tessera_worker import cli
@@ -47,7 +49,7 @@ def test_worker_says_when_the_control_plane_is_unreachable(
     args = cli.parser().parse_args(
         ["--party", "bob", "--token", "t", "--api", "http://127.0.0.1:9"]
     )
-    runtime = cli.build_runtime(args)
+    runtime = cli.build_runtime(args, confine_ranks=False)
     with pytest.raises(cli.UsageError, match="cannot reach the control plane"):
         cli.register(runtime.agent, args.api, "bob", wait_s=0)
 
@@ -80,3 +82,24 @@ def test_a_broker_that_cannot_be_reached_is_named_without_its_password() -> None
     assert said and said[0].startswith("waiting for the broker at redis://:***@127.0.0.1:1/0")
     assert "s3cret" not in problem + "".join(said)
     assert broker_problem("filesystem://") is None
+
+
+def test_a_bad_confinement_setting_in_the_environment_is_named(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TESSERA_CONFINE_RANKS", "sometimes")
+    assert cli.main(["--party", "bob", "--token", "t"]) == 2
+    assert "TESSERA_CONFINE_RANKS) is auto, required or off, not 'sometimes'" in (
+        capsys.readouterr().err
+    )
+
+
+def test_ranks_are_confined_unless_the_operator_turns_it_off(tmp_path: Path) -> None:
+    token = tmp_path / "bob.token"
+    token.write_text("t")
+    args = cli.parser().parse_args(["--party", "bob", "--token-file", str(token)])
+    assert args.confine_ranks == "auto"
+    runtime = cli.build_runtime(args, confine_ranks=cli.ranks_confined(args.confine_ranks))
+    assert runtime.launch.confine  # this host allows it
+    assert runtime.launch.hidden_files == (str(token),)
+    assert not cli.ranks_confined("off")

@@ -1,15 +1,20 @@
 """A tiny rank entry point for launcher tests: all-reduces a counter once per step.
 
-Options come from the configuration: ``steps``, ``step_s`` (sleep per step), ``crash_rank`` and
-``crash_step`` (that rank raises there, from a cause that quotes private data), ``hang_rank``
-and ``hang_step`` (that rank sleeps for an hour there), ``checkpoint_every``, ``chatty`` (print
-each step and log a warning through ``logging`` once).
+``peek`` instead prints, as one JSON line, what the rank finds at each of the ``paths`` its
+configuration names ("missing", "unreadable" or the file's text), then writes ``write_to``.
+
+Options of ``run`` come from the configuration: ``steps``, ``step_s`` (sleep per step),
+``crash_rank`` and ``crash_step`` (that rank raises there, from a cause that quotes private
+data), ``hang_rank`` and ``hang_step`` (that rank sleeps for an hour there),
+``checkpoint_every``, ``chatty`` (print each step and log a warning through ``logging`` once).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -48,3 +53,18 @@ def run(ctx: RankContext) -> dict[str, Any]:
             ctx.save_checkpoint(step, {"step": step, "total": total})
         time.sleep(float(options.get("step_s", 0.0)))
     return {"total": total, "start": start}
+
+
+def peek(ctx: RankContext) -> dict[str, Any]:
+    options: dict[str, Any] = dict(ctx.config.model_extra or {})
+    seen: dict[str, str] = {}
+    for path in options["paths"]:
+        try:
+            seen[path] = Path(path).read_text()
+        except FileNotFoundError:
+            seen[path] = "missing"
+        except OSError as exc:
+            seen[path] = f"unreadable: {exc.strerror}"
+    print("peek " + json.dumps(seen), flush=True)
+    Path(options["write_to"]).write_text("written by the rank")
+    return {}

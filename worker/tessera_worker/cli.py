@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 
 import httpx
 
-from tessera_worker import hardware, procs
+from tessera_worker import confine, hardware, procs
 from tessera_worker.agent import Agent
 from tessera_worker.broker import EMBEDDED, broker_problem, celery_settings, redact
 from tessera_worker.client import ApiError, ControlPlane
@@ -74,6 +74,14 @@ def parser() -> argparse.ArgumentParser:
         metavar="NAME",
         help="an environment variable the ranks also get (repeatable; by default they get "
         "only what Python, torch and its libraries read; secret-like names never)",
+    )
+    p.add_argument(
+        "--confine-ranks",
+        choices=("auto", "required", "off"),
+        default=env("TESSERA_CONFINE_RANKS", "auto"),
+        help="show each rank none of this worker's files but its own task's, through a user "
+        "and mount namespace (TESSERA_CONFINE_RANKS; auto: where the host allows it, saying "
+        "so where it does not; required: refuse to start without it)",
     )
     p.add_argument(
         "--ca-file",
@@ -136,6 +144,11 @@ def check(args: argparse.Namespace) -> None:
             raise UsageError(
                 f"--allow-custom {prefix!r} is not a package, module or module:callable"
             )
+    if args.confine_ranks not in {"auto", "required", "off"}:
+        raise UsageError(
+            f"--confine-ranks (TESSERA_CONFINE_RANKS) is auto, required or off, "
+            f"not {args.confine_ranks!r}"
+        )
     if args.ca_file and not Path(args.ca_file).is_file():
         raise UsageError(f"--ca-file {args.ca_file} is not a file")
     try:
@@ -149,6 +162,23 @@ def check(args: argparse.Namespace) -> None:
         raise UsageError("--concurrency must be at least 1 and --heartbeat positive")
     if args.rendezvous_timeout <= 0 or args.collective_timeout <= 0:
         raise UsageError("--rendezvous-timeout and --collective-timeout must be positive")
+
+
+def ranks_confined(mode: str) -> bool:
+    """Whether ranks run confined (``tessera_worker.confine``), as ``--confine-ranks`` asks
+    and the host allows."""
+    if mode == "off":
+        return False
+    problem = confine.unavailable()
+    if problem is None:
+        return True
+    if mode == "required":
+        raise UsageError(f"--confine-ranks required, but this host cannot confine ranks: {problem}")
+    _say(
+        f"ranks run unconfined, able to read this worker's files, because this host cannot "
+        f"confine them: {problem} (docs/security.md, 'Each worker host')"
+    )
+    return False
 
 
 def register(agent: Agent, api_url: str, party: str, wait_s: float = 60.0) -> str:
@@ -208,7 +238,7 @@ def _cut_off(detail: str) -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def build_runtime(args: argparse.Namespace) -> Runtime:
+def build_runtime(args: argparse.Namespace, *, confine_ranks: bool) -> Runtime:
     home = Path(args.home).expanduser() if args.home else default_home()
     address = args.address or route_address(args.api)
     api = ControlPlane(args.api, args.token, verify=args.ca_file or True)
@@ -233,6 +263,12 @@ def build_runtime(args: argparse.Namespace) -> Runtime:
         allow_custom=tuple(args.allow_custom),
         rank_env=tuple(args.rank_env),
         share_checkpoints=args.share_checkpoints,
+        confine=confine_ranks,
+        hidden_files=(
+            (str(Path(args.token_file).resolve()),)
+            if args.token_file and args.token_file != "-"
+            else ()
+        ),
     )
     return Runtime(
         party=args.party,
@@ -279,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         if problem is not None:
             raise UsageError(problem)
         procs.keep_memory_private()  # ranks run as this user: they must not read its token
-        runtime = build_runtime(args)
+        runtime = build_runtime(args, confine_ranks=ranks_confined(args.confine_ranks))
         worker_id = register(runtime.agent, args.api, args.party)
     except UsageError as exc:
         print(f"tessera worker: {exc}", file=sys.stderr)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from tessera_ml.security.pki import write_private
 from tessera_worker import procs
+from tessera_worker.confine import Confinement
 from tessera_worker.identity import TaskCredentials
 from tessera_worker.launch import RankLaunch, Rendezvous, TaskLaunch
 from tessera_worker.peer_loss import lost_a_peer
@@ -55,6 +56,12 @@ class LaunchSettings:
     rank_env: tuple[str, ...] = ()
     """Names of further variables of the worker's environment its ranks get (``--rank-env``)."""
     """Prefixes of the code (``module`` or ``module:callable``) a job may make ranks import."""
+    confine: bool = True
+    """Whether each rank sees of ``home`` only its own task's folders and none of
+    ``hidden_files`` (``confine.py``); off where the host cannot (``tessera worker
+    --confine-ranks``)."""
+    hidden_files: tuple[str, ...] = ()
+    """Files outside ``home`` no rank may read (the party token's file)."""
     share_checkpoints: bool = False
     """Whether ranks upload their checkpoint files to the control plane, for this party to
     download from the dashboard (off: they stay on this host)."""
@@ -211,10 +218,29 @@ def _holds_credentials(value: str) -> bool:
     return re.search(r"://[^/@\s]*:[^/@\s]*@", value) is not None
 
 
+def confinement(spec: RankLaunch, settings: LaunchSettings) -> Confinement:
+    """What a rank of ``spec``'s task may see of the worker's files: of ``home``, its task's
+    logs and credentials, its job's checkpoints, the party's data and the Python it runs;
+    none of ``hidden_files``."""
+    python = [sys.prefix, sys.exec_prefix, str(Path(settings.python).parent)]
+    keep = [
+        str(settings.log_dir(spec.task_id)),
+        str(settings.task_dir(spec.task_id)),
+        str(settings.checkpoint_dir(spec.job_id)),
+        str(settings.home / "data"),
+        *([settings.api_ca_file] if settings.api_ca_file else []),
+        *python,
+        *(path or os.getcwd() for path in sys.path),
+    ]
+    return Confinement(hide=(str(settings.home), *settings.hidden_files), keep=tuple(keep))
+
+
 def start_ranks(specs: list[RankLaunch], settings: LaunchSettings) -> list[RunningRank]:
     env = rank_environment(settings)
     folder = settings.log_dir(specs[0].task_id) if specs else settings.home
     folder.mkdir(parents=True, exist_ok=True)
+    if specs:
+        settings.checkpoint_dir(specs[0].job_id).mkdir(parents=True, exist_ok=True)
     started: list[RunningRank] = []
     try:
         for spec in specs:
@@ -222,6 +248,8 @@ def start_ranks(specs: list[RankLaunch], settings: LaunchSettings) -> list[Runni
             write_private(spec_path, spec.model_dump_json().encode())
             log = folder / f"rank-{spec.rank}.log"
             argv = [settings.python, "-m", "tessera_worker.rank", str(spec_path)]
+            if settings.confine:
+                argv = confinement(spec, settings).command(argv, settings.python)
             fds = () if spec.store_fd is None else (spec.store_fd,)
             proc = procs.spawn(argv, env=env, log_path=log, pass_fds=fds)
             started.append(RunningRank(spec.rank, proc, log, spec_path))

@@ -1,0 +1,163 @@
+"""Ranks see of their worker's files only their own task's (``tessera_worker.confine``).
+
+Real namespaces and mounts throughout: the host must allow unprivileged user namespaces, as
+``tessera worker --confine-ranks auto`` checks (this one does, and so does CI's).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import uuid
+from dataclasses import replace
+from pathlib import Path
+
+from tessera_ml.worlds import free_port
+from tessera_worker import confine
+from tessera_worker.confine import Confinement
+from tessera_worker.launch import Rendezvous
+from tessera_worker.launcher import launch_ranks
+from tests.worker.test_launcher import SECRET, _launch, _settings, credentials
+
+LOOK = """
+import ctypes, json, os, sys
+seen = {"pid": os.getpid(), "cwd": os.getcwd()}
+folder = sys.argv[1]
+for path in sys.argv[2:]:
+    try:
+        seen[path] = open(path).read()
+    except OSError as exc:
+        seen[path] = type(exc).__name__
+libc = ctypes.CDLL(None, use_errno=True)
+seen["umount"] = libc.umount2(folder.encode(), 2)
+try:
+    open(os.path.join(folder, "new"), "w")
+    seen["create"] = "created"
+except OSError as exc:
+    seen["create"] = type(exc).__name__
+print(json.dumps(seen))
+"""
+
+
+def test_a_confined_process_sees_only_what_its_plan_keeps(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / "identity").mkdir(parents=True)
+    (home / "identity" / "worker.key").write_text("the worker's key")
+    (home / "logs" / "t1").mkdir(parents=True)
+    (home / "logs" / "t1" / "mine").write_text("the task's own")
+    (home / "logs" / "t2").mkdir()
+    (home / "logs" / "t2" / "other").write_text("another task's")
+    token = tmp_path / "party.token"
+    token.write_text("the party token")
+    (home / "tokens").mkdir()
+    (home / "tokens" / "bob.token").write_text("a token under the hidden folder")
+    hide = (str(home), str(token), str(home / "tokens" / "bob.token"))
+    plan = Confinement(hide=hide, keep=(str(home / "logs" / "t1"),))
+    paths = [
+        home / "tokens" / "bob.token",
+        home / "identity" / "worker.key",
+        home / "logs" / "t1" / "mine",
+        home / "logs" / "t2" / "other",
+        token,
+    ]
+    proc = subprocess.Popen(
+        plan.command([sys.executable, "-c", LOOK, str(home), *map(str, paths)]),
+        cwd=home / "identity",
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    out, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    seen = json.loads(out)
+
+    assert seen[str(home / "identity" / "worker.key")] == "FileNotFoundError"
+    assert seen[str(home / "tokens" / "bob.token")] == "FileNotFoundError"
+    assert seen[str(home / "logs" / "t2" / "other")] == "FileNotFoundError"
+    assert seen[str(token)] == ""
+    assert seen[str(home / "logs" / "t1" / "mine")] == "the task's own"
+    assert seen["pid"] == proc.pid  # the plan's command runs in place of the helper
+    assert seen["cwd"] == "/"  # its folder was hidden: nothing is reached through it
+    assert seen["umount"] == -1  # no capability left to uncover the rest
+    assert seen["create"] == "OSError"  # the hidden folder is read-only (EROFS)
+    assert not (home / "new").exists()
+    # nothing of it is seen outside
+    assert (home / "identity" / "worker.key").read_text() == "the worker's key"
+    assert token.read_text() == "the party token"
+    assert str(home) not in Path("/proc/self/mountinfo").read_text()
+
+
+def test_a_kept_folder_stays_writable_and_what_is_written_lands_outside(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    kept = home / "checkpoints" / "job"
+    kept.mkdir(parents=True)
+    plan = Confinement(hide=(str(home),), keep=(str(kept), str(home)))
+    write = f"open({str(kept / 'step')!r}, 'w').write('saved')"
+    subprocess.run(plan.command([sys.executable, "-c", write]), check=True, timeout=60)
+    assert (kept / "step").read_text() == "saved"
+
+
+def test_an_unusable_plan_ends_the_process_before_its_command_runs(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    argv = [sys.executable, "-c", f"open({str(marker)!r}, 'w')"]
+    done = subprocess.run(
+        [sys.executable, "-m", "tessera_worker.confine", "{not json", *argv],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == confine.EXIT_CODE
+    assert "not a confinement plan" in done.stderr
+    assert not marker.exists()
+
+
+def test_this_host_can_confine_ranks() -> None:
+    assert confine.unavailable() is None
+
+
+def test_a_rank_reads_its_own_credentials_and_data_and_none_of_its_workers_secrets(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    secrets = {
+        "worker key": home / "identity" / "alice" / "worker.key",
+        "other task's key": home / "tasks" / "other-task" / "tls" / "key.pem",
+        "other task's log": home / "logs" / "other-task" / "rank-0.log",
+        "broker queue": home / "broker" / "queue" / "message",
+        "database": home / "tessera.db",
+    }
+    for name, path in secrets.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(name)
+    token = tmp_path / "alice.token"
+    token.write_text("the party token")
+    (home / "data").mkdir()
+    (home / "data" / "rows.csv").write_text("a,label\n1,0\n")
+    task = uuid.uuid4().hex
+    own_key = home / "tasks" / task / "tls" / "key.pem"
+    written = home / "checkpoints" / f"job-{task}" / "note"
+    paths = [*secrets.values(), token, own_key, home / "data" / "rows.csv"]
+    launch = _launch(task, [0], ["alice"], paths=[str(p) for p in paths], write_to=str(written))
+    settings = replace(_settings(home), hidden_files=(str(token),))
+    assert settings.confine  # the default
+
+    outcome = launch_ranks(
+        launch,
+        Rendezvous(host="127.0.0.1", port=free_port(), secret=SECRET),
+        settings,
+        threading.Event(),
+        entry_point="tests.worker.toy_algorithm:peek",
+        credentials=credentials(launch, home / "tasks"),
+    )
+
+    assert outcome.status == "succeeded", outcome.reason
+    log = (home / "logs" / task / "rank-0.log").read_text()
+    seen = json.loads(next(line for line in log.splitlines() if line.startswith("peek "))[5:])
+    assert {name: seen[str(path)] for name, path in secrets.items()} == dict.fromkeys(
+        secrets, "missing"
+    )
+    assert seen[str(token)] == ""
+    assert seen[str(own_key)].startswith("-----BEGIN")
+    assert seen[str(home / "data" / "rows.csv")] == "a,label\n1,0\n"
+    assert written.read_text() == "written by the rank"
