@@ -16,6 +16,8 @@ import threading
 import time
 from pathlib import Path
 
+from sqlalchemy.engine import make_url
+
 from tessera_api import startup
 from tessera_api.demo import DEMO_PARTIES, ensure_party, token_file
 from tessera_api.serve import SHUTDOWN_GRACE_S, add_tls_arguments, tls_problem
@@ -89,6 +91,15 @@ def load_settings() -> Settings:
     return startup.load_settings()
 
 
+def control_plane_files(settings: Settings) -> list[Path]:
+    """The authority, the uploaded files and a SQLite database of this control plane."""
+    files = [settings.resolved_ca_dir, settings.resolved_artifacts_dir]
+    url = make_url(settings.resolved_database_url)
+    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+        files += [Path(url.database + end) for end in ("", "-wal", "-shm", "-journal")]
+    return files
+
+
 def start_worker(
     party: str, token: str, api_url: str, settings: Settings, ca_file: str | None = None
 ) -> subprocess.Popen[bytes]:
@@ -103,9 +114,14 @@ def start_worker(
         if not name.startswith("TESSERA_") and not SECRET_NAME.search(name)
     }
     env.update(TESSERA_HOME=str(home), TESSERA_BROKER_URL=settings.broker_url)
+    if "TESSERA_CONFINE_RANKS" in os.environ:
+        env["TESSERA_CONFINE_RANKS"] = os.environ["TESSERA_CONFINE_RANKS"]
     argv = [sys.executable, "-m", "tessera_api.cli", "worker", "--party", party, "--api", api_url]
     # one machine, one owner: the demo's parties share checkpoint files with the dashboard
     argv.append("--share-checkpoints")
+    # the control plane's own files, wherever they are kept, are no rank's to read
+    for path in control_plane_files(settings):
+        argv += ["--hide-from-ranks", str(path)]
     if ca_file is not None:
         argv += ["--ca-file", ca_file]
     return procs.spawn(

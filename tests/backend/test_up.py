@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tessera_api import up
+from tessera_api.settings import Settings
 
 
 @pytest.mark.parametrize(
@@ -67,3 +68,21 @@ def test_a_port_left_in_time_wait_by_a_stopped_server_is_free_again() -> None:
     with socket.socket() as plain, pytest.raises(OSError):
         plain.bind(("127.0.0.1", port))  # what a bind without SO_REUSEADDR meets
     up.check_port_free("127.0.0.1", port)
+
+
+def test_the_workers_of_up_hide_the_control_planes_files_wherever_they_are(tmp_path: Path) -> None:
+    elsewhere = Settings(
+        home=tmp_path / "home",
+        database_url=f"sqlite:///{tmp_path / 'db' / 'plane.db'}",
+        ca_dir=tmp_path / "authority",
+    )
+    assert up.control_plane_files(elsewhere) == [
+        tmp_path / "authority",
+        tmp_path / "home" / "artifacts",
+        *(tmp_path / "db" / f"plane.db{end}" for end in ("", "-wal", "-shm", "-journal")),
+    ]
+    server = Settings(home=tmp_path / "home", database_url="postgresql+psycopg://u@h/db")
+    assert up.control_plane_files(server) == [
+        tmp_path / "home" / "ca",
+        tmp_path / "home" / "artifacts",
+    ]

@@ -97,9 +97,10 @@ def test_a_bad_confinement_setting_in_the_environment_is_named(
 def test_ranks_are_confined_unless_the_operator_turns_it_off(tmp_path: Path) -> None:
     token = tmp_path / "bob.token"
     token.write_text("t")
-    args = cli.parser().parse_args(["--party", "bob", "--token-file", str(token)])
+    argv = ["--party", "bob", "--token-file", str(token), "--hide-from-ranks", "secrets/db"]
+    args = cli.parser().parse_args(argv)
     assert args.confine_ranks == "auto"
     runtime = cli.build_runtime(args, confine_ranks=cli.ranks_confined(args.confine_ranks))
     assert runtime.launch.confine  # this host allows it
-    assert runtime.launch.hidden_files == (str(token),)
+    assert runtime.launch.hidden == (str(token), str(Path("secrets/db").absolute()))
     assert not cli.ranks_confined("off")

@@ -14,10 +14,13 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+from pydantic import ValidationError
+
 from tessera_ml.worlds import free_port
 from tessera_worker import confine
 from tessera_worker.confine import Confinement
-from tessera_worker.launch import Rendezvous
+from tessera_worker.launch import Rendezvous, TaskLaunch
 from tessera_worker.launcher import launch_ranks
 from tests.worker.test_launcher import SECRET, _launch, _settings, credentials
 
@@ -120,8 +123,18 @@ def test_a_rank_reads_its_own_credentials_and_data_and_none_of_its_workers_secre
     tmp_path: Path,
 ) -> None:
     home = tmp_path / "home"
+    # folders of the home that are links elsewhere: hidden where they lead, shown where kept
+    (tmp_path / "identity").mkdir()
+    (tmp_path / "disk" / "checkpoints").mkdir(parents=True)
+    home.mkdir()
+    (home / "identity").symlink_to(tmp_path / "identity", target_is_directory=True)
+    (home / "checkpoints").symlink_to(tmp_path / "disk" / "checkpoints", target_is_directory=True)
+    earlier = home / "checkpoints" / "job-earlier" / "step-000000010" / "rank-0.pt"
+    earlier.parent.mkdir(parents=True)
+    earlier.write_text("weights of an earlier job")
     secrets = {
         "worker key": home / "identity" / "alice" / "worker.key",
+        "worker key, where the link leads": tmp_path / "identity" / "bob" / "worker.key",
         "other task's key": home / "tasks" / "other-task" / "tls" / "key.pem",
         "other task's log": home / "logs" / "other-task" / "rank-0.log",
         "broker queue": home / "broker" / "queue" / "message",
@@ -137,9 +150,17 @@ def test_a_rank_reads_its_own_credentials_and_data_and_none_of_its_workers_secre
     task = uuid.uuid4().hex
     own_key = home / "tasks" / task / "tls" / "key.pem"
     written = home / "checkpoints" / f"job-{task}" / "note"
-    paths = [*secrets.values(), token, own_key, home / "data" / "rows.csv"]
-    launch = _launch(task, [0], ["alice"], paths=[str(p) for p in paths], write_to=str(written))
-    settings = replace(_settings(home), hidden_files=(str(token),))
+    paths = [*secrets.values(), token, own_key, home / "data" / "rows.csv", earlier]
+    denied = [earlier, home / "data" / "rows.csv", home / "new-file"]
+    launch = _launch(
+        task,
+        [0],
+        ["alice"],
+        paths=[str(p) for p in paths],
+        try_write=[str(p) for p in denied],
+        write_to=str(written),
+    )
+    settings = replace(_settings(home), hidden=(str(token),))
     assert settings.confine  # the default
 
     outcome = launch_ranks(
@@ -160,4 +181,52 @@ def test_a_rank_reads_its_own_credentials_and_data_and_none_of_its_workers_secre
     assert seen[str(token)] == ""
     assert seen[str(own_key)].startswith("-----BEGIN")
     assert seen[str(home / "data" / "rows.csv")] == "a,label\n1,0\n"
+    assert seen[str(earlier)] == "weights of an earlier job"
+    assert {seen[f"write {p}"] for p in denied} == {"refused: Read-only file system"}
+    assert earlier.read_text() == "weights of an earlier job"
     assert written.read_text() == "written by the rank"
+
+
+def test_a_rank_cannot_make_its_worker_read_a_file_for_it(tmp_path: Path) -> None:
+    """The worker reads the files a rank leaves in its task's folder (its error, its log, when
+    it failed) and sends what they say to every party of the job: it follows no link the rank
+    planted there to a file only the worker sees, and does not block on a FIFO."""
+    home = tmp_path / "home"
+    key = home / "identity" / "alice" / "worker.key"
+    key.parent.mkdir(parents=True)
+    key.write_text("BEGIN PRIVATE KEY of the worker")
+    token = tmp_path / "alice.token"
+    token.write_text("the party token")
+    task = uuid.uuid4().hex
+    folder = home / "logs" / task
+    launch = _launch(
+        task,
+        [0],
+        ["alice"],
+        links={str(folder / "rank-0.error"): str(key), str(folder / "rank-0.log"): str(token)},
+        fifos=[str(folder / "rank-0.failed")],
+    )
+    settings = replace(_settings(home), hidden=(str(token),))
+
+    outcome = launch_ranks(
+        launch,
+        Rendezvous(host="127.0.0.1", port=free_port(), secret=SECRET),
+        settings,
+        threading.Event(),
+        entry_point="tests.worker.toy_algorithm:plant",
+        credentials=credentials(launch, home / "tasks"),
+    )
+
+    assert (outcome.status, outcome.exit_code) == ("failed", 1)
+    said = f"{outcome.reason} {outcome.last_lines}"
+    assert "PRIVATE KEY" not in said and "party token" not in said
+    assert outcome.reason == "exited with code 1"
+
+
+@pytest.mark.parametrize("field", ["job_id", "task_id"])
+@pytest.mark.parametrize("value", ["../identity", "a/b", ".", ""])
+def test_a_task_whose_ids_are_paths_is_refused(field: str, value: str) -> None:
+    """The ids name the task's and the job's folders on this host, which a rank is shown."""
+    launch = _launch("t1", [0], ["alice"]).model_dump()
+    with pytest.raises(ValidationError, match=field):
+        TaskLaunch.model_validate(launch | {field: value})

@@ -25,6 +25,8 @@ class Ingest:
     def __init__(self, port: int) -> None:
         self.port = port
         self.posts: list[tuple[str, dict[str, Any]]] = []
+        self.puts: list[tuple[str, str]] = []
+        self.put_bodies: list[bytes] = []
         self.delay_s = 0.0
         self.in_flight = self.most_in_flight = 0
         self._server: ThreadingHTTPServer | None = None
@@ -44,6 +46,23 @@ class Ingest:
                     ingest.in_flight -= 1
                 self.send_response(204)
                 self.end_headers()
+
+            def do_PUT(self) -> None:
+                path, _, query = self.path.partition("?")
+                ingest.puts.append((path, query))
+                ingest.put_bodies.append(self._body())
+                self.send_response(204)
+                self.end_headers()
+
+            def _body(self) -> bytes:
+                if "Content-Length" in self.headers:
+                    return self.rfile.read(int(self.headers["Content-Length"]))
+                chunks = []
+                while size := int(self.rfile.readline().strip(), 16):
+                    chunks.append(self.rfile.read(size))
+                    self.rfile.readline()
+                self.rfile.readline()
+                return b"".join(chunks)
 
             def log_message(self, *args: Any) -> None:
                 return None
@@ -163,10 +182,10 @@ def test_what_a_rank_could_not_deliver_is_spooled_and_delivered_by_its_worker(
     assert spool.exists()
 
     with pytest.raises(httpx.TransportError):
-        deliver_spool(api, "j", "t", spool)  # still down: kept for later
+        deliver_spool(api, "j", "t", spool, tmp_path)  # still down: kept for later
     assert spool.exists()
     ingest.up()
-    deliver_spool(api, "j", "t", spool)
+    deliver_spool(api, "j", "t", spool, tmp_path)
 
     assert not spool.exists()
     assert ingest.steps() == list(range(1, 1001))
@@ -199,3 +218,51 @@ def test_values_the_control_plane_refuses_are_left_out_and_said(ingest: Ingest) 
     assert lines[0][0] == "warning" and "step 2: loss=nan is not a finite number" in lines[0][1]
     assert len([m for level, m in lines if level == "warning"]) == 1  # said once per metric
     assert ("info", "a\ufffdb") in lines
+
+
+def test_a_worker_uploads_no_file_its_rank_pointed_at_outside_the_checkpoints(
+    ingest: Ingest, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The rank writes the spool; the worker that delivers it sees files the rank does not
+    (its key), so it opens only regular files of the job's checkpoint folder, through no link."""
+    ingest.up()
+    api = ControlPlane(f"http://127.0.0.1:{ingest.port}", "token", timeout_s=2)
+    key = tmp_path / "identity" / "worker.key"
+    key.parent.mkdir()
+    key.write_text("PRIVATE KEY")
+    checkpoints = tmp_path / "checkpoints" / "j"
+    (checkpoints / "step-1").mkdir(parents=True)
+    (checkpoints / "step-1" / "rank-0.pt").symlink_to(key)
+    (checkpoints / "step-2").symlink_to(key.parent, target_is_directory=True)
+    (checkpoints / "step-3").mkdir()
+    (checkpoints / "step-3" / "rank-0.pt").write_bytes(b"weights")
+    item = {"attempt": 1, "rank": 0, "task_id": "t", "kind": "checkpoint"}
+    uploads = [
+        item | {"step": 1, "upload": str(checkpoints / "step-1" / "rank-0.pt")},
+        item | {"step": 2, "upload": str(checkpoints / "step-2" / "worker.key")},
+        item | {"step": 4, "upload": str(key)},
+        item | {"step": 3, "upload": str(checkpoints / "step-3" / "rank-0.pt")},
+    ]
+    spool = tmp_path / "logs" / "t" / "rank-0.spool.json"
+    spool.parent.mkdir(parents=True)
+    spool.write_text(json.dumps({"checkpoints": uploads}))
+
+    deliver_spool(api, "j", "t", spool, checkpoints)
+
+    assert [path for path, _ in ingest.puts] == ["/api/v1/jobs/j/checkpoints/1/3/0/file"]
+    assert ingest.put_bodies == [b"weights"]
+    assert capsys.readouterr().err.count("dropped 1 spooled items") == 3
+
+
+def test_a_spool_that_is_a_link_is_dropped_unread(ingest: Ingest, tmp_path: Path) -> None:
+    ingest.up()
+    api = ControlPlane(f"http://127.0.0.1:{ingest.port}", "token", timeout_s=2)
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(json.dumps({"lines": [{"message": "not the rank's"}]}))
+    spool = tmp_path / "rank-0.spool.json"
+    spool.symlink_to(elsewhere)
+
+    deliver_spool(api, "j", "t", spool, tmp_path)
+
+    assert ingest.posts == []
+    assert not spool.is_symlink() and elsewhere.exists()

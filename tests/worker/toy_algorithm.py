@@ -1,7 +1,10 @@
 """A tiny rank entry point for launcher tests: all-reduces a counter once per step.
 
+``plant`` replaces files of its task's folder with links (``links``: path -> target) and
+FIFOs (``fifos``), then exits with code 1, as a rank trying to make its worker read for it would.
 ``peek`` instead prints, as one JSON line, what the rank finds at each of the ``paths`` its
-configuration names ("missing", "unreadable" or the file's text), then writes ``write_to``.
+configuration names ("missing", "unreadable" or the file's text) and whether it could write
+each of ``try_write``, then writes ``write_to``.
 
 Options of ``run`` come from the configuration: ``steps``, ``step_s`` (sleep per step),
 ``crash_rank`` and ``crash_step`` (that rank raises there, from a cause that quotes private
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -65,6 +69,23 @@ def peek(ctx: RankContext) -> dict[str, Any]:
             seen[path] = "missing"
         except OSError as exc:
             seen[path] = f"unreadable: {exc.strerror}"
+    for path in options.get("try_write", []):
+        try:
+            Path(path).write_text("written by the rank")
+            seen[f"write {path}"] = "written"
+        except OSError as exc:
+            seen[f"write {path}"] = f"refused: {exc.strerror}"
     print("peek " + json.dumps(seen), flush=True)
     Path(options["write_to"]).write_text("written by the rank")
     return {}
+
+
+def plant(ctx: RankContext) -> dict[str, Any]:
+    options: dict[str, Any] = dict(ctx.config.model_extra or {})
+    for path, target in options.get("links", {}).items():
+        Path(path).unlink(missing_ok=True)
+        os.symlink(target, path)
+    for path in options.get("fifos", []):
+        Path(path).unlink(missing_ok=True)
+        os.mkfifo(path)
+    os._exit(1)

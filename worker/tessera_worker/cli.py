@@ -84,6 +84,15 @@ def parser() -> argparse.ArgumentParser:
         "so where it does not; required: refuse to start without it)",
     )
     p.add_argument(
+        "--hide-from-ranks",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a file or folder confined ranks may not see, besides this worker's folder and "
+        "its token file (repeatable): the folder a rotated token file lives in, a database "
+        "or authority kept outside the worker's folder",
+    )
+    p.add_argument(
         "--ca-file",
         default=env("TESSERA_CA_FILE"),
         help="check an HTTPS control plane's certificate against this CA file (TESSERA_CA_FILE)",
@@ -264,10 +273,13 @@ def build_runtime(args: argparse.Namespace, *, confine_ranks: bool) -> Runtime:
         rank_env=tuple(args.rank_env),
         share_checkpoints=args.share_checkpoints,
         confine=confine_ranks,
-        hidden_files=(
-            (str(Path(args.token_file).resolve()),)
-            if args.token_file and args.token_file != "-"
-            else ()
+        # named as given: a link (a rotated secret's) is followed again for each rank
+        hidden=tuple(
+            os.path.abspath(path)
+            for path in [
+                *([args.token_file] if args.token_file and args.token_file != "-" else []),
+                *args.hide_from_ranks,
+            ]
         ),
     )
     return Runtime(

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import ssl
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import httpx
 
@@ -98,13 +99,17 @@ class ControlPlane:
         else:
             self._call("POST", f"/jobs/{job_id}/checkpoints", body)
 
-    def put_checkpoint_file(self, job_id: str, item: dict[str, Any]) -> None:
+    def put_checkpoint_file(
+        self, job_id: str, item: dict[str, Any], file: BinaryIO | None = None
+    ) -> None:
+        """Upload the file ``item`` names, or ``file`` (opened by the caller) in its place."""
         where = f"/jobs/{job_id}/checkpoints/{item['attempt']}/{item['step']}/{item['rank']}/file"
-        with Path(item["upload"]).open("rb") as file:
+        with contextlib.ExitStack() as opened:
+            source = file or opened.enter_context(Path(item["upload"]).open("rb"))
             response = self._http.put(
                 API + where,
                 params={"task_id": item["task_id"], "kind": item.get("kind", "checkpoint")},
-                content=iter(lambda: file.read(1 << 20), b""),
+                content=iter(lambda: source.read(1 << 20), b""),
                 headers=self._headers | {"Content-Type": "application/octet-stream"},
             )
         if response.status_code >= 400:

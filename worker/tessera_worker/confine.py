@@ -7,10 +7,11 @@ queue and, under ``tessera up``, the control plane's database and authority.
 
 ``python -m tessera_worker.confine PLAN ARGV...`` gives the process a mount namespace of its
 own, inside a user namespace so that no privilege is needed, in which each hidden folder is an
-empty read-only folder with only the plan's ``keep`` paths put back, and each hidden file reads
+empty read-only folder with only the plan's kept paths put back, and each hidden file reads
 as empty; then it executes ``ARGV`` in place (same process, same id). Its user id inside the
-namespace is not 0, so that exec leaves it no capability: it cannot unmount what hides the rest.
-The namespace's mounts are private: nothing done in it is seen outside.
+namespace is not 0, so that exec leaves it no capability there, and in a namespace it makes
+inside this one the kernel locks the mounts it inherits: it cannot take the covers off. The
+namespace's mounts are private: nothing done in it is seen outside.
 """
 
 from __future__ import annotations
@@ -30,6 +31,10 @@ _CLONE_NEWUSER = 0x10000000
 _MS_RDONLY = 1
 _MS_NOSUID = 2
 _MS_NODEV = 4
+_MS_NOEXEC = 8
+_MS_NOATIME = 1024
+_MS_NODIRATIME = 2048
+_MS_RELATIME = 1 << 21
 _MS_REMOUNT = 32
 _MS_BIND = 4096
 _MS_REC = 16384
@@ -46,18 +51,27 @@ class ConfineError(OSError):
 @dataclass(frozen=True)
 class Confinement:
     """What a process may not see: ``hide`` (folders shown empty, files shown empty), except
-    the ``keep`` paths inside a hidden folder, which are put back as they are."""
+    the ``keep`` paths inside a hidden folder, which are put back as they are, and the
+    ``readonly`` ones, put back read-only (a kept path inside one stays writable)."""
 
     hide: tuple[str, ...]
     keep: tuple[str, ...] = ()
+    readonly: tuple[str, ...] = ()
+    """Like ``keep``, but put back read-only."""
 
     def to_json(self) -> str:
-        return json.dumps({"hide": list(self.hide), "keep": list(self.keep)})
+        return json.dumps(
+            {"hide": list(self.hide), "keep": list(self.keep), "readonly": list(self.readonly)}
+        )
 
     @classmethod
     def from_json(cls, text: str) -> Confinement:
         data = json.loads(text)
-        return cls(hide=tuple(data["hide"]), keep=tuple(data.get("keep", ())))
+        return cls(
+            hide=tuple(data["hide"]),
+            keep=tuple(data.get("keep", ())),
+            readonly=tuple(data.get("readonly", ())),
+        )
 
     def command(self, argv: Sequence[str], python: str = sys.executable) -> list[str]:
         """``argv`` run under this confinement."""
@@ -85,27 +99,62 @@ def _write(path: str, text: str) -> None:
         raise ConfineError(exc.errno or 0, f"write {path}: {exc.strerror}") from exc
 
 
+def _targets(plan: Confinement) -> tuple[list[str], list[tuple[str, str, bool]]]:
+    """The real paths to hide, and each kept path as (where it goes back, the path it shows,
+    read-only), both sorted outermost first. A kept path goes back where its job will look
+    for it: below the hidden folder it was named in, through no link inside that folder (a
+    link there may lead out of it, and its target is hidden if it was named too)."""
+    named = [os.path.abspath(p) for p in plan.hide if os.path.lexists(p)]
+    hidden = sorted({os.path.realpath(p) for p in named}, key=len)
+    kept: dict[str, tuple[str, bool]] = {}
+    for path, readonly in [*((p, False) for p in plan.keep), *((p, True) for p in plan.readonly)]:
+        if not os.path.exists(path):
+            continue
+        path = os.path.abspath(path)
+        folder = next((h for h in named if _inside(path, h)), None)
+        if folder is not None:
+            target = os.path.realpath(folder) + path[len(folder) :]
+        elif any(_inside(os.path.realpath(path), h) for h in hidden):
+            target = os.path.realpath(path)
+        else:
+            continue
+        if target not in kept or not readonly:
+            kept[target] = (path, readonly)
+    ordered = sorted(kept.items(), key=lambda item: len(item[0]))
+    keeps = [
+        (target, path, readonly)
+        for i, (target, (path, readonly)) in enumerate(ordered)
+        if not any(_inside(target, t) and kept[t][1] == readonly for t, _ in ordered[:i])
+    ]
+    # what lies in a hidden folder is hidden with it, unless a kept path shows it again
+    hidden = [
+        p
+        for i, p in enumerate(hidden)
+        if not any(_inside(p, q) for q in hidden[:i]) or any(_inside(p, t) for t, _, _ in keeps)
+    ]
+    return hidden, keeps
+
+
+def _locked_flags(path: str) -> int:
+    """The flags of the mount ``path`` is on that a remount in a user namespace must keep."""
+    flags = os.statvfs(path).f_flag
+    pairs = [
+        (os.ST_NOSUID, _MS_NOSUID),
+        (os.ST_NODEV, _MS_NODEV),
+        (os.ST_NOEXEC, _MS_NOEXEC),
+        (os.ST_NOATIME, _MS_NOATIME),
+        (os.ST_NODIRATIME, _MS_NODIRATIME),
+        (os.ST_RELATIME, _MS_RELATIME),
+    ]
+    return sum(ms for st, ms in pairs if flags & st)
+
+
 def enter(plan: Confinement) -> None:
     """Confine this process as ``plan`` says; what it executes next stays confined."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
     uid, gid = os.geteuid(), os.getegid()
-    hidden = sorted({os.path.realpath(p) for p in plan.hide if os.path.lexists(p)}, key=len)
-    kept = sorted(
-        {
-            real
-            for real in (os.path.realpath(p) for p in plan.keep if os.path.exists(p))
-            if any(_inside(real, folder) for folder in hidden)
-        },
-        key=len,
-    )
-    kept = [p for i, p in enumerate(kept) if not any(_inside(p, q) for q in kept[:i])]
-    # what lies in a hidden folder is hidden with it, unless a kept path brings it back
-    hidden = [
-        p
-        for i, p in enumerate(hidden)
-        if not any(_inside(p, q) for q in hidden[:i]) or any(_inside(p, k) for k in kept)
-    ]
+    hidden, keeps = _targets(plan)
     folders = [p for p in hidden if os.path.isdir(p)]
     files = [p for p in hidden if not os.path.isdir(p)]
 
@@ -115,33 +164,45 @@ def enter(plan: Confinement) -> None:
     _write("/proc/self/gid_map", f"{gid or _NOBODY} {gid} 1")
     _call(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make the mounts private")
     # opened in this namespace, before the folders holding them are covered
-    sources = {path: os.open(path, os.O_PATH) for path in kept}
+    sources = [os.open(path, os.O_PATH) for _, path, _ in keeps]
+    # a folder with kept paths inside is covered before they go back in; the others after
+    # every bind, so that a recursive bind of a kept path does not carry their covers along
+    holding = [f for f in folders if any(_inside(t, f) for t, _, _ in keeps)]
+    steps = sorted(
+        [
+            *((len(f), 0, f, -1) for f in holding),
+            *((len(t), 1, t, i) for i, (t, _, _) in enumerate(keeps)),
+        ]
+    )
+    steps += [(0, 0, f, -1) for f in folders if f not in holding]
     try:
-        for folder in folders:
-            _call(
-                libc.mount(
-                    b"tmpfs", folder.encode(), b"tmpfs", _MS_NOSUID | _MS_NODEV, b"mode=0755"
-                ),
-                "cover",
-                folder,
-            )
-            for path, fd in sources.items():
-                if not _inside(path, folder):
-                    continue
-                if os.path.isdir(f"/proc/self/fd/{fd}"):
-                    os.makedirs(path, exist_ok=True)
-                else:
-                    os.makedirs(os.path.dirname(path), exist_ok=True)
-                    Path(path).touch()
-                source = f"/proc/self/fd/{fd}".encode()
-                bind = _MS_BIND | _MS_REC
-                _call(libc.mount(source, path.encode(), None, bind, None), "keep", path)
-            readonly = _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
-            _call(libc.mount(None, folder.encode(), None, readonly, None), "seal", folder)
+        for _, _, path, index in steps:
+            if index < 0:
+                cover = _MS_NOSUID | _MS_NODEV
+                _call(
+                    libc.mount(b"tmpfs", path.encode(), b"tmpfs", cover, b"mode=0755"),
+                    "cover",
+                    path,
+                )
+                continue
+            source = f"/proc/self/fd/{sources[index]}"
+            if os.path.isdir(source):
+                os.makedirs(path, exist_ok=True)
+            elif not os.path.exists(path):
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                Path(path).touch()
+            bind = _MS_BIND | _MS_REC
+            _call(libc.mount(source.encode(), path.encode(), None, bind, None), "keep", path)
+            if keeps[index][2]:
+                readonly = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _locked_flags(path)
+                _call(libc.mount(None, path.encode(), None, readonly, None), "keep read-only", path)
         for path in files:
             _call(libc.mount(b"/dev/null", path.encode(), None, _MS_BIND, None), "cover", path)
+        for folder in folders:
+            seal = _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
+            _call(libc.mount(None, folder.encode(), None, seal, None), "seal", folder)
     finally:
-        for fd in sources.values():
+        for fd in sources:
             os.close(fd)
     try:  # the same folder, seen through the new mounts; "/" if it is hidden now
         os.chdir(os.getcwd())

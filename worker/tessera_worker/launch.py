@@ -10,6 +10,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+ID = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
+
 TERMINAL = frozenset({"succeeded", "failed", "cancelled"})
 
 
@@ -40,8 +42,9 @@ class TaskLaunch(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    task_id: str
-    job_id: str
+    # they name this host's folders of the task and the job: a name, never a path
+    task_id: str = Field(pattern=ID)
+    job_id: str = Field(pattern=ID)
     attempt: int = 1
     attempt_id: str = ""
     approved: bool = False

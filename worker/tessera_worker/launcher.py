@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tessera_ml.security.pki import write_private
-from tessera_worker import procs
+from tessera_worker import procs, rank_files
 from tessera_worker.confine import Confinement
 from tessera_worker.identity import TaskCredentials
 from tessera_worker.launch import RankLaunch, Rendezvous, TaskLaunch
@@ -58,10 +58,11 @@ class LaunchSettings:
     """Prefixes of the code (``module`` or ``module:callable``) a job may make ranks import."""
     confine: bool = True
     """Whether each rank sees of ``home`` only its own task's folders and none of
-    ``hidden_files`` (``confine.py``); off where the host cannot (``tessera worker
+    ``hidden`` (``confine.py``); off where the host cannot (``tessera worker
     --confine-ranks``)."""
-    hidden_files: tuple[str, ...] = ()
-    """Files outside ``home`` no rank may read (the party token's file)."""
+    hidden: tuple[str, ...] = ()
+    """Files and folders outside ``home`` no rank may read (the party token's file, what the
+    operator names with ``--hide-from-ranks``)."""
     share_checkpoints: bool = False
     """Whether ranks upload their checkpoint files to the control plane, for this party to
     download from the dashboard (off: they stay on this host)."""
@@ -114,7 +115,7 @@ class RunningRank:
         if self.proc.returncode is not None and self.proc.returncode < 0:
             return float("-inf")
         try:
-            return float(failure_marker(self.spec_path).read_text())
+            return float(rank_files.read_text(self.log.parent, failure_marker(self.spec_path)))
         except (OSError, ValueError):
             return float("inf")
 
@@ -220,27 +221,35 @@ def _holds_credentials(value: str) -> bool:
 
 def confinement(spec: RankLaunch, settings: LaunchSettings) -> Confinement:
     """What a rank of ``spec``'s task may see of the worker's files: of ``home``, its task's
-    logs and credentials, its job's checkpoints, the party's data and the Python it runs;
-    none of ``hidden_files``."""
-    python = [sys.prefix, sys.exec_prefix, str(Path(settings.python).parent)]
-    keep = [
-        str(settings.log_dir(spec.task_id)),
-        str(settings.task_dir(spec.task_id)),
-        str(settings.checkpoint_dir(spec.job_id)),
-        str(settings.home / "data"),
-        *([settings.api_ca_file] if settings.api_ca_file else []),
-        *python,
-        *(path or os.getcwd() for path in sys.path),
-    ]
-    return Confinement(hide=(str(settings.home), *settings.hidden_files), keep=tuple(keep))
+    logs and credentials and its job's checkpoints, and read-only the party's data, the
+    checkpoints of its other jobs (a job may start from one) and the Python it runs; none of
+    ``hidden``, nor where an entry of ``home`` that is a link leads."""
+    home = settings.home
+    linked = [os.path.realpath(entry) for entry in home.iterdir() if entry.is_symlink()]
+    python = {sys.prefix, sys.exec_prefix, str(Path(settings.python).parent), *sys.path} - {""}
+    return Confinement(
+        hide=(str(home), *linked, *settings.hidden),
+        keep=(
+            str(settings.log_dir(spec.task_id)),
+            str(settings.task_dir(spec.task_id)),
+            str(settings.checkpoint_dir(spec.job_id)),
+        ),
+        readonly=(
+            str(home / "data"),
+            str(home / "checkpoints"),
+            *([settings.api_ca_file] if settings.api_ca_file else []),
+            *sorted(python),
+        ),
+    )
 
 
 def start_ranks(specs: list[RankLaunch], settings: LaunchSettings) -> list[RunningRank]:
     env = rank_environment(settings)
     folder = settings.log_dir(specs[0].task_id) if specs else settings.home
     folder.mkdir(parents=True, exist_ok=True)
-    if specs:
+    if specs:  # the folders a confined rank is shown must be there when it starts
         settings.checkpoint_dir(specs[0].job_id).mkdir(parents=True, exist_ok=True)
+        (settings.home / "data").mkdir(exist_ok=True)
     started: list[RunningRank] = []
     try:
         for spec in specs:
@@ -275,8 +284,8 @@ def failure(launch: TaskLaunch, failed: RunningRank, settings: LaunchSettings) -
     written = failure_text(failed.spec_path)
     # the error the rank wrote for the job's parties, else (a rank killed, or dead before it
     # could write) the last lines of its output
-    logged = procs.tail(failed.log)
-    said = procs.tail(written) if written.exists() else logged
+    logged = rank_files.tail(failed.log.parent, failed.log)
+    said = rank_files.tail(written.parent, written) if os.path.lexists(written) else logged
     lines = [hidden.hide(line) for line in said]
     head = describe_exit(code)
     detail = "\n".join(lines[-8:])[-(MAX_REASON - len(head) - 2) :]

@@ -22,6 +22,7 @@ from typing import Any
 
 import httpx
 
+from tessera_worker import rank_files
 from tessera_worker.client import ApiError, ControlPlane
 from tessera_worker.output import MAX_LINE
 from tessera_worker.redaction import HostPaths
@@ -239,12 +240,31 @@ class HttpReporter:
         self._api.post_checkpoint(self.job_id, batch[0])
 
 
-def deliver_spool(api: ControlPlane, job_id: str, task_id: str, spool: Path) -> None:
+def deliver_spool(
+    api: ControlPlane, job_id: str, task_id: str, spool: Path, files_in: Path
+) -> None:
     """Post what a rank left in its spool file, then remove it; raises while the control plane
-    cannot take it (retry later), drops what it refuses for good."""
-    left = json.loads(spool.read_text())
+    cannot take it (retry later), drops what it refuses for good. The rank wrote the file:
+    it is read as a regular file of its folder, and a checkpoint file it names is uploaded
+    only from ``files_in`` (the job's checkpoint folder), through no link."""
+    folder = spool.parent
+    try:
+        left = json.loads(rank_files.read_text(folder, spool))
+    except (OSError, ValueError) as exc:
+        print(f"tessera: dropped the spool {spool.name}: {exc}", file=sys.stderr)
+        spool.unlink(missing_ok=True)
+        return
+
+    def checkpoint(batch: list[dict[str, Any]]) -> None:
+        item = batch[0]
+        if "upload" not in item:
+            api.post_checkpoint(job_id, item)
+            return
+        with rank_files.reading(files_in, Path(item["upload"])) as file:
+            api.put_checkpoint_file(job_id, item, file)
+
     sends: list[tuple[list[dict[str, Any]], Callable[[list[dict[str, Any]]], None]]] = [
-        (left.get("checkpoints", []), lambda b: api.post_checkpoint(job_id, b[0])),
+        (left.get("checkpoints", []), checkpoint),
         (left.get("points", []), lambda b: api.post_metrics(job_id, task_id, b)),
         (left.get("lines", []), lambda b: api.post_logs(job_id, task_id, b)),
     ]
@@ -256,13 +276,13 @@ def deliver_spool(api: ControlPlane, job_id: str, task_id: str, spool: Path) -> 
                 post(batch)
             except ApiError as exc:
                 if exc.retryable:
-                    spool.write_text(json.dumps(left))  # what is left, not what went
+                    rank_files.write_text(folder, spool, json.dumps(left))  # what is left
                     raise
                 print(f"tessera: dropped {len(batch)} spooled items: {exc}", file=sys.stderr)
-            except OSError as exc:  # a checkpoint's file gone from disk
+            except OSError as exc:  # a checkpoint's file gone from disk, or not a plain file
                 print(f"tessera: dropped {len(batch)} spooled items: {exc}", file=sys.stderr)
             except httpx.HTTPError:
-                spool.write_text(json.dumps(left))
+                rank_files.write_text(folder, spool, json.dumps(left))
                 raise
             del items[:size]
     spool.unlink()

@@ -201,7 +201,13 @@ class Runtime:
         while True:
             try:
                 while spools:
-                    deliver_spool(self.api, launch.job_id, launch.task_id, spools[0])
+                    deliver_spool(
+                        self.api,
+                        launch.job_id,
+                        launch.task_id,
+                        spools[0],
+                        files_in=self.launch.checkpoint_dir(launch.job_id),
+                    )
                     spools.pop(0)
                 if job_lines:
                     try:
