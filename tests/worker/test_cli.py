@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -104,3 +105,17 @@ def test_ranks_are_confined_unless_the_operator_turns_it_off(tmp_path: Path) -> 
     assert runtime.launch.confine  # this host allows it
     assert runtime.launch.hidden == (str(token), str(Path("secrets/db").absolute()))
     assert not cli.ranks_confined("off")
+
+
+def test_a_worker_run_as_root_says_what_confinement_leaves_its_ranks(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert cli.ranks_confined("auto")
+    said = capsys.readouterr().err
+    if os.geteuid() == 0:
+        assert "runs as root: its confined ranks still own root's files" in said
+        with pytest.raises(cli.UsageError, match="--confine-ranks required, but this worker"):
+            cli.ranks_confined("required")
+    else:
+        assert said == ""
+        assert cli.ranks_confined("required")

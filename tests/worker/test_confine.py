@@ -24,6 +24,7 @@ from tessera_worker.launch import Rendezvous, TaskLaunch
 from tessera_worker.launcher import launch_ranks
 from tests.worker.test_launcher import SECRET, _launch, _settings, credentials
 
+ROOT = Path(__file__).resolve().parents[2]
 LOOK = """
 import ctypes, json, os, sys
 seen = {"pid": os.getpid(), "cwd": os.getcwd()}
@@ -128,6 +129,8 @@ def test_a_rank_reads_its_own_credentials_and_data_and_none_of_its_workers_secre
     (tmp_path / "disk" / "checkpoints").mkdir(parents=True)
     home.mkdir()
     (home / "identity").symlink_to(tmp_path / "identity", target_is_directory=True)
+    (tmp_path / "carol-identity").mkdir()
+    (tmp_path / "identity" / "carol").symlink_to(tmp_path / "carol-identity")
     (home / "checkpoints").symlink_to(tmp_path / "disk" / "checkpoints", target_is_directory=True)
     earlier = home / "checkpoints" / "job-earlier" / "step-000000010" / "rank-0.pt"
     earlier.parent.mkdir(parents=True)
@@ -135,6 +138,7 @@ def test_a_rank_reads_its_own_credentials_and_data_and_none_of_its_workers_secre
     secrets = {
         "worker key": home / "identity" / "alice" / "worker.key",
         "worker key, where the link leads": tmp_path / "identity" / "bob" / "worker.key",
+        "worker key, a link further down": tmp_path / "carol-identity" / "worker.key",
         "other task's key": home / "tasks" / "other-task" / "tls" / "key.pem",
         "other task's log": home / "logs" / "other-task" / "rank-0.log",
         "broker queue": home / "broker" / "queue" / "message",
@@ -230,3 +234,57 @@ def test_a_task_whose_ids_are_paths_is_refused(field: str, value: str) -> None:
     launch = _launch("t1", [0], ["alice"]).model_dump()
     with pytest.raises(ValidationError, match=field):
         TaskLaunch.model_validate(launch | {field: value})
+
+
+def test_a_confined_process_writes_only_its_kept_folders_and_scratch_space(
+    tmp_path: Path,
+) -> None:
+    """Anything else it wrote (a module on an import path, a start-up file) a process outside
+    could later run: the code of this checkout, say, is read-only to it."""
+    kept = tmp_path / "home" / "logs" / "t1"
+    kept.mkdir(parents=True)
+    probe = ROOT / f"confine-probe-{uuid.uuid4().hex}"
+    targets = [probe, kept / "note", Path("/dev/shm") / probe.name, tmp_path / "scratch"]
+    write = (
+        "import json, sys\n"
+        "seen = {}\n"
+        "for path in sys.argv[1:]:\n"
+        "    try:\n"
+        "        open(path, 'w').write('x')\n"
+        "        seen[path] = 'written'\n"
+        "    except OSError as exc:\n"
+        "        seen[path] = exc.strerror\n"
+        "print(json.dumps(seen))\n"
+    )
+    plan = Confinement(hide=(str(tmp_path / "home"),), keep=(str(kept),))
+    try:
+        done = subprocess.run(
+            plan.command([sys.executable, "-c", write, *map(str, targets)]),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        seen = json.loads(done.stdout)
+    finally:
+        probe.unlink(missing_ok=True)
+        (Path("/dev/shm") / probe.name).unlink(missing_ok=True)
+    assert seen == {
+        str(probe): "Read-only file system",
+        str(kept / "note"): "written",
+        str(Path("/dev/shm") / probe.name): "written",
+        str(tmp_path / "scratch"): "written",
+    }
+
+
+def test_no_module_of_the_launching_folder_runs_before_the_process_is_confined(
+    tmp_path: Path,
+) -> None:
+    """The worker's folder is one its ranks could write: the helper imports nothing from it."""
+    marker = tmp_path / "ran"
+    (tmp_path / "json.py").write_text(f"open({str(marker)!r}, 'w')\nfrom _json import *\n")
+    plan = Confinement(hide=(str(tmp_path / "nothing"),))
+    subprocess.run(
+        plan.command([sys.executable, "-I", "-c", "pass"]), cwd=tmp_path, check=True, timeout=60
+    )
+    assert not marker.exists()

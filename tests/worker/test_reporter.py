@@ -16,7 +16,7 @@ import pytest
 from tessera_ml.worlds import free_port
 from tessera_worker.client import ControlPlane
 from tessera_worker.redaction import HostPaths
-from tessera_worker.reporter import HttpReporter, deliver_spool
+from tessera_worker.reporter import MAX_SPOOL_BYTES, HttpReporter, deliver_spool
 
 
 class Ingest:
@@ -266,3 +266,39 @@ def test_a_spool_that_is_a_link_is_dropped_unread(ingest: Ingest, tmp_path: Path
 
     assert ingest.posts == []
     assert not spool.is_symlink() and elsewhere.exists()
+
+
+def test_a_spool_of_the_wrong_shape_or_size_is_dropped_without_harm(
+    ingest: Ingest, tmp_path: Path
+) -> None:
+    ingest.up()
+    api = ControlPlane(f"http://127.0.0.1:{ingest.port}", "token", timeout_s=2)
+    (tmp_path / "rank-0.spool.json").mkdir()
+    (tmp_path / "rank-1.spool.json").write_text("[]")
+    (tmp_path / "rank-2.spool.json").write_text(json.dumps({"points": "many"}))
+    with (tmp_path / "rank-3.spool.json").open("wb") as sparse:
+        sparse.truncate(MAX_SPOOL_BYTES + 1)
+
+    for rank in range(4):
+        deliver_spool(api, "j", "t", tmp_path / f"rank-{rank}.spool.json", tmp_path)
+
+    assert ingest.posts == []
+    assert [p.name for p in tmp_path.iterdir()] == ["rank-0.spool.json"]  # a folder: left
+
+
+def test_spooled_checkpoints_are_sent_as_the_tasks_own_rank(ingest: Ingest, tmp_path: Path) -> None:
+    """The worker delivers a spool with the party's token: the task and the rank are its own,
+    whatever the rank wrote, and numbers that are not integers are refused."""
+    ingest.up()
+    api = ControlPlane(f"http://127.0.0.1:{ingest.port}", "token", timeout_s=2)
+    record = {"step": 5, "uri": "step-000000005", "size": 3, "sha256": "ab" * 32}
+    forged = [
+        record | {"task_id": "another-task", "rank": 7},
+        record | {"step": "5/../../other"},
+    ]
+    spool = tmp_path / "rank-2.spool.json"
+    spool.write_text(json.dumps({"checkpoints": forged}))
+
+    deliver_spool(api, "j", "t", spool, tmp_path)
+
+    assert [body for _, body in ingest.posts] == [record | {"task_id": "t", "rank": 2}]

@@ -179,6 +179,15 @@ def ranks_confined(mode: str) -> bool:
     if mode == "off":
         return False
     problem = confine.unavailable()
+    if problem is None and os.geteuid() == 0:
+        as_root = (
+            "this worker runs as root: its confined ranks still own root's files outside "
+            "what is hidden (they can read them) and the devices root owns; run it as a user "
+            "of its own"
+        )
+        if mode == "required":
+            raise UsageError(f"--confine-ranks required, but {as_root}")
+        _say(f"{as_root} (docs/security.md, 'Each worker host')")
     if problem is None:
         return True
     if mode == "required":

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -75,7 +76,9 @@ class Confinement:
 
     def command(self, argv: Sequence[str], python: str = sys.executable) -> list[str]:
         """``argv`` run under this confinement."""
-        return [python, "-m", "tessera_worker.confine", self.to_json(), *argv]
+        # isolated (-I): no module of the current folder, the user's site or PYTHONPATH runs
+        # before the process is confined
+        return [python, "-I", "-m", "tessera_worker.confine", self.to_json(), *argv]
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -149,6 +152,35 @@ def _locked_flags(path: str) -> int:
     return sum(ms for st, ms in pairs if flags & st)
 
 
+WRITABLE = ("/tmp", "/var/tmp", "/dev")
+"""What a confined process may write besides its kept folders (``/dev/shm`` is under
+``/dev``); every other mount it sees is read-only, so that it leaves nothing behind (a module
+on an import path, a start-up file) that a process outside would run."""
+
+
+def _mount_points() -> list[str]:
+    points = []
+    with open("/proc/self/mountinfo") as table:
+        for line in table:
+            field = line.split()[4]
+            # the kernel writes space, tab, newline and backslash as octal escapes
+            points.append(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field))
+    return points
+
+
+def _seal_the_rest(libc: ctypes.CDLL, writable: list[str]) -> None:
+    """Remount read-only every mount but those at or under ``writable``."""
+    for point in sorted(set(_mount_points()), key=len):
+        if any(point == w or _inside(point, w) for w in writable):
+            continue
+        if not os.path.exists(point):  # under a cover, or gone
+            continue
+        if os.statvfs(point).f_flag & os.ST_RDONLY:
+            continue
+        flags = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _locked_flags(point)
+        _call(libc.mount(None, point.encode(), None, flags, None), "make read-only", point)
+
+
 def enter(plan: Confinement) -> None:
     """Confine this process as ``plan`` says; what it executes next stays confined."""
     libc = ctypes.CDLL(None, use_errno=True)
@@ -201,6 +233,12 @@ def enter(plan: Confinement) -> None:
         for folder in folders:
             seal = _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
             _call(libc.mount(None, folder.encode(), None, seal, None), "seal", folder)
+        writable = [t for t, _, readonly in keeps if not readonly]
+        for path in WRITABLE:  # on a mount of their own, so that they stay writable
+            if os.path.isdir(path) and not os.path.ismount(path):
+                bind = _MS_BIND | _MS_REC
+                _call(libc.mount(path.encode(), path.encode(), None, bind, None), "keep", path)
+        _seal_the_rest(libc, [*WRITABLE, *writable])
     finally:
         for fd in sources:
             os.close(fd)

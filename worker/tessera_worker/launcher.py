@@ -21,7 +21,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tessera_ml.security.pki import write_private
 from tessera_worker import procs, rank_files
 from tessera_worker.confine import Confinement
 from tessera_worker.identity import TaskCredentials
@@ -115,7 +114,8 @@ class RunningRank:
         if self.proc.returncode is not None and self.proc.returncode < 0:
             return float("-inf")
         try:
-            return float(rank_files.read_text(self.log.parent, failure_marker(self.spec_path)))
+            marker = failure_marker(self.spec_path)
+            return float(rank_files.read_text(self.log.parent, marker, limit=64))
         except (OSError, ValueError):
             return float("inf")
 
@@ -219,13 +219,33 @@ def _holds_credentials(value: str) -> bool:
     return re.search(r"://[^/@\s]*:[^/@\s]*@", value) is not None
 
 
+RANKS_OWN = frozenset({"logs", "checkpoints", "data"})
+"""Folders of the home that hold ranks' output and the party's data, not the worker's."""
+
+
+def _links_out_of(home: Path) -> list[str]:
+    """Where the links in ``home`` lead (its key's folder may be one), but those in the
+    folders of ``RANKS_OWN``, which ranks write or only the party fills."""
+    targets = []
+    for entry in home.iterdir():
+        if entry.is_symlink():
+            targets.append(os.path.realpath(entry))
+        if entry.name in RANKS_OWN or not entry.is_dir():
+            continue
+        for folder, names, files in os.walk(os.path.realpath(entry)):
+            for name in [*names, *files]:
+                if os.path.islink(os.path.join(folder, name)):
+                    targets.append(os.path.realpath(os.path.join(folder, name)))
+    return targets
+
+
 def confinement(spec: RankLaunch, settings: LaunchSettings) -> Confinement:
     """What a rank of ``spec``'s task may see of the worker's files: of ``home``, its task's
     logs and credentials and its job's checkpoints, and read-only the party's data, the
     checkpoints of its other jobs (a job may start from one) and the Python it runs; none of
     ``hidden``, nor where an entry of ``home`` that is a link leads."""
     home = settings.home
-    linked = [os.path.realpath(entry) for entry in home.iterdir() if entry.is_symlink()]
+    linked = _links_out_of(home)
     python = {sys.prefix, sys.exec_prefix, str(Path(settings.python).parent), *sys.path} - {""}
     return Confinement(
         hide=(str(home), *linked, *settings.hidden),
@@ -254,13 +274,15 @@ def start_ranks(specs: list[RankLaunch], settings: LaunchSettings) -> list[Runni
     try:
         for spec in specs:
             spec_path = folder / f"rank-{spec.rank}.json"
-            write_private(spec_path, spec.model_dump_json().encode())
+            rank_files.write_text(folder, spec_path, spec.model_dump_json())
             log = folder / f"rank-{spec.rank}.log"
             argv = [settings.python, "-m", "tessera_worker.rank", str(spec_path)]
             if settings.confine:
                 argv = confinement(spec, settings).command(argv, settings.python)
             fds = () if spec.store_fd is None else (spec.store_fd,)
-            proc = procs.spawn(argv, env=env, log_path=log, pass_fds=fds)
+            # in the task's folder: a module a rank could leave in the worker's folder is on
+            # no later rank's import path
+            proc = procs.spawn(argv, env=env, log_path=log, pass_fds=fds, cwd=folder)
             started.append(RunningRank(spec.rank, proc, log, spec_path))
     except BaseException:
         procs.kill_all([r.proc for r in started])

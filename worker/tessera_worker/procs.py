@@ -62,7 +62,8 @@ def spawn(
     The child must call ``die_with_parent()`` first thing (ranks and workers do).
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("ab") as log:
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    with os.fdopen(os.open(log_path, flags, 0o600), "ab") as log:
         proc = subprocess.Popen(
             list(argv),
             env={**env, PARENT_ENV: str(os.getpid())},
@@ -114,16 +115,3 @@ def kill_all(procs: Sequence[subprocess.Popen[bytes]]) -> None:
     for p in procs:
         with contextlib.suppress(subprocess.TimeoutExpired):
             p.wait(timeout=5)
-
-
-def tail(path: Path, lines: int = 20, max_bytes: int = 64 * 1024) -> list[str]:
-    """The last ``lines`` non-empty lines of a log file."""
-    try:
-        with path.open("rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - max_bytes))
-            text = f.read().decode("utf-8", "replace")
-    except OSError:
-        return []
-    return [line for line in text.splitlines() if line.strip()][-lines:]

@@ -49,9 +49,10 @@ def reading(root: Path, path: Path) -> Iterator[BinaryIO]:
         yield file
 
 
-def read_text(root: Path, path: Path) -> str:
+def read_text(root: Path, path: Path, limit: int = 1 << 20) -> str:
+    """The file's first ``limit`` bytes, as text."""
     with reading(root, path) as file:
-        return file.read().decode("utf-8", "replace")
+        return file.read(limit).decode("utf-8", "replace")
 
 
 def write_text(root: Path, path: Path, text: str) -> None:

@@ -9,8 +9,10 @@ later (``deliver_spool``), so a control-plane outage at the end of a job loses n
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
+import os
 import sys
 import threading
 import time
@@ -240,36 +242,68 @@ class HttpReporter:
         self._api.post_checkpoint(self.job_id, batch[0])
 
 
+MAX_SPOOL_BYTES = 64 << 20
+"""A spool file larger than this is dropped unread (a rank's buffer holds a few MB)."""
+SPOOLED = ("checkpoints", "points", "lines")
+
+
+def _spooled(folder: Path, spool: Path) -> dict[str, list[dict[str, Any]]]:
+    """What a spool file holds, checked for its shape: the rank wrote it."""
+    with rank_files.reading(folder, spool) as file:
+        if os.fstat(file.fileno()).st_size > MAX_SPOOL_BYTES:
+            raise ValueError(f"larger than {MAX_SPOOL_BYTES} bytes")
+        data = json.loads(file.read())
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    left = {name: data.get(name, []) for name in SPOOLED}
+    for name, items in left.items():
+        if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+            raise ValueError(f"{name!r} is not a list of objects")
+    return left
+
+
+def _own_checkpoint(item: dict[str, Any], task_id: str, rank: int) -> dict[str, Any]:
+    """A spooled checkpoint item as this task's rank may send it: the worker delivers it with
+    the party's token, so the task and the rank are the worker's, and the numbers numbers."""
+    for name in ("step", "attempt", "size"):
+        if name in item and type(item[name]) is not int:
+            raise ValueError(f"a checkpoint's {name} is not an integer")
+    return item | {"task_id": task_id, "rank": rank}
+
+
 def deliver_spool(
     api: ControlPlane, job_id: str, task_id: str, spool: Path, files_in: Path
 ) -> None:
-    """Post what a rank left in its spool file, then remove it; raises while the control plane
-    cannot take it (retry later), drops what it refuses for good. The rank wrote the file:
-    it is read as a regular file of its folder, and a checkpoint file it names is uploaded
-    only from ``files_in`` (the job's checkpoint folder), through no link."""
+    """Post what a rank left in its spool file (``rank-<n>.spool.json``), then remove it;
+    raises while the control plane cannot take it (retry later), drops what it refuses for
+    good. The rank wrote the file: it is read as a regular file of its folder, checked for its
+    shape, its checkpoints are sent as this task's rank n's, and a checkpoint file it names is
+    uploaded only from ``files_in`` (the job's checkpoint folder), through no link."""
     folder = spool.parent
     try:
-        left = json.loads(rank_files.read_text(folder, spool))
+        rank = int(spool.name.split(".")[0].removeprefix("rank-"))
+        left = _spooled(folder, spool)
     except (OSError, ValueError) as exc:
         print(f"tessera: dropped the spool {spool.name}: {exc}", file=sys.stderr)
-        spool.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            spool.unlink()
         return
 
     def checkpoint(batch: list[dict[str, Any]]) -> None:
-        item = batch[0]
+        item = _own_checkpoint(batch[0], task_id, rank)
         if "upload" not in item:
             api.post_checkpoint(job_id, item)
             return
-        with rank_files.reading(files_in, Path(item["upload"])) as file:
+        with rank_files.reading(files_in, Path(str(item["upload"]))) as file:
             api.put_checkpoint_file(job_id, item, file)
 
     sends: list[tuple[list[dict[str, Any]], Callable[[list[dict[str, Any]]], None]]] = [
-        (left.get("checkpoints", []), checkpoint),
-        (left.get("points", []), lambda b: api.post_metrics(job_id, task_id, b)),
-        (left.get("lines", []), lambda b: api.post_logs(job_id, task_id, b)),
+        (left["checkpoints"], checkpoint),
+        (left["points"], lambda b: api.post_metrics(job_id, task_id, b)),
+        (left["lines"], lambda b: api.post_logs(job_id, task_id, b)),
     ]
     for items, post in sends:
-        size = 1 if items is left.get("checkpoints") else MAX_BATCH
+        size = 1 if items is left["checkpoints"] else MAX_BATCH
         while items:
             batch = items[:size]
             try:
@@ -279,10 +313,11 @@ def deliver_spool(
                     rank_files.write_text(folder, spool, json.dumps(left))  # what is left
                     raise
                 print(f"tessera: dropped {len(batch)} spooled items: {exc}", file=sys.stderr)
-            except OSError as exc:  # a checkpoint's file gone from disk, or not a plain file
+            except (OSError, ValueError) as exc:  # a file gone or not a plain one; bad numbers
                 print(f"tessera: dropped {len(batch)} spooled items: {exc}", file=sys.stderr)
             except httpx.HTTPError:
                 rank_files.write_text(folder, spool, json.dumps(left))
                 raise
             del items[:size]
-    spool.unlink()
+    with contextlib.suppress(OSError):
+        spool.unlink()
