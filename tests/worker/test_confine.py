@@ -7,6 +7,7 @@ Real namespaces and mounts throughout: the host must allow unprivileged user nam
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -21,7 +22,7 @@ from tessera_ml.worlds import free_port
 from tessera_worker import confine
 from tessera_worker.confine import Confinement
 from tessera_worker.launch import Rendezvous, TaskLaunch
-from tessera_worker.launcher import launch_ranks
+from tessera_worker.launcher import confinement, launch_ranks, rank_specs
 from tests.worker.test_launcher import SECRET, _launch, _settings, credentials
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -59,7 +60,10 @@ def test_a_confined_process_sees_only_what_its_plan_keeps(tmp_path: Path) -> Non
     (home / "tokens" / "bob.token").write_text("a token under the hidden folder")
     hide = (str(home), str(token), str(home / "tokens" / "bob.token"))
     plan = Confinement(hide=hide, keep=(str(home / "logs" / "t1"),))
+    # through a process outside the namespace (this one: dumpable, of the same user)
+    around = Path(f"/proc/{os.getpid()}/root{home}/identity/worker.key")
     paths = [
+        around,
         home / "tokens" / "bob.token",
         home / "identity" / "worker.key",
         home / "logs" / "t1" / "mine",
@@ -77,6 +81,7 @@ def test_a_confined_process_sees_only_what_its_plan_keeps(tmp_path: Path) -> Non
     seen = json.loads(out)
 
     assert seen[str(home / "identity" / "worker.key")] == "FileNotFoundError"
+    assert seen[str(around)] == "PermissionError"
     assert seen[str(home / "tokens" / "bob.token")] == "FileNotFoundError"
     assert seen[str(home / "logs" / "t2" / "other")] == "FileNotFoundError"
     assert seen[str(token)] == ""
@@ -96,10 +101,34 @@ def test_a_kept_folder_stays_writable_and_what_is_written_lands_outside(tmp_path
     home = tmp_path / "home"
     kept = home / "checkpoints" / "job"
     kept.mkdir(parents=True)
+    (home / "worker.key").write_text("the worker's key")
+    # keeping the hidden folder itself keeps nothing: the folder stays hidden
     plan = Confinement(hide=(str(home),), keep=(str(kept), str(home)))
-    write = f"open({str(kept / 'step')!r}, 'w').write('saved')"
+    write = (
+        f"import os; open({str(kept / 'step')!r}, 'w').write('saved'); "
+        f"assert not os.path.exists({str(home / 'worker.key')!r})"
+    )
     subprocess.run(plan.command([sys.executable, "-c", write]), check=True, timeout=60)
     assert (kept / "step").read_text() == "saved"
+
+
+def test_links_are_hidden_where_they_lead_but_not_those_ranks_could_leave(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    keys, elsewhere = tmp_path / "keys", tmp_path / "elsewhere"
+    keys.mkdir()
+    elsewhere.mkdir()
+    (home / "identity" / "alice").mkdir(parents=True)
+    (home / "identity" / "alice" / "tls").symlink_to(keys)
+    for folder in ("tasks/other-task", "logs/other-task", "checkpoints/job-x", "data"):
+        (home / folder).mkdir(parents=True)
+        (home / folder / "link").symlink_to(elsewhere)
+    launch = _launch("t1", [0], ["alice"])
+    spec = rank_specs(launch, _rendezvous(), _settings(home), "m:run", credentials(launch, home))
+    plan = confinement(spec[0], _settings(home))
+    assert str(keys) in plan.hide
+    assert str(elsewhere) not in plan.hide
 
 
 def test_an_unusable_plan_ends_the_process_before_its_command_runs(tmp_path: Path) -> None:
@@ -288,3 +317,7 @@ def test_no_module_of_the_launching_folder_runs_before_the_process_is_confined(
         plan.command([sys.executable, "-I", "-c", "pass"]), cwd=tmp_path, check=True, timeout=60
     )
     assert not marker.exists()
+
+
+def _rendezvous() -> Rendezvous:
+    return Rendezvous(host="127.0.0.1", port=free_port(), secret=SECRET)

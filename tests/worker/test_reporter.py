@@ -182,10 +182,10 @@ def test_what_a_rank_could_not_deliver_is_spooled_and_delivered_by_its_worker(
     assert spool.exists()
 
     with pytest.raises(httpx.TransportError):
-        deliver_spool(api, "j", "t", spool, tmp_path)  # still down: kept for later
+        deliver_spool(api, "j", "t", spool, tmp_path, attempt=1)  # still down: kept for later
     assert spool.exists()
     ingest.up()
-    deliver_spool(api, "j", "t", spool, tmp_path)
+    deliver_spool(api, "j", "t", spool, tmp_path, attempt=1)
 
     assert not spool.exists()
     assert ingest.steps() == list(range(1, 1001))
@@ -247,7 +247,7 @@ def test_a_worker_uploads_no_file_its_rank_pointed_at_outside_the_checkpoints(
     spool.parent.mkdir(parents=True)
     spool.write_text(json.dumps({"checkpoints": uploads}))
 
-    deliver_spool(api, "j", "t", spool, checkpoints)
+    deliver_spool(api, "j", "t", spool, checkpoints, attempt=1)
 
     assert [path for path, _ in ingest.puts] == ["/api/v1/jobs/j/checkpoints/1/3/0/file"]
     assert ingest.put_bodies == [b"weights"]
@@ -262,7 +262,7 @@ def test_a_spool_that_is_a_link_is_dropped_unread(ingest: Ingest, tmp_path: Path
     spool = tmp_path / "rank-0.spool.json"
     spool.symlink_to(elsewhere)
 
-    deliver_spool(api, "j", "t", spool, tmp_path)
+    deliver_spool(api, "j", "t", spool, tmp_path, attempt=1)
 
     assert ingest.posts == []
     assert not spool.is_symlink() and elsewhere.exists()
@@ -280,7 +280,7 @@ def test_a_spool_of_the_wrong_shape_or_size_is_dropped_without_harm(
         sparse.truncate(MAX_SPOOL_BYTES + 1)
 
     for rank in range(4):
-        deliver_spool(api, "j", "t", tmp_path / f"rank-{rank}.spool.json", tmp_path)
+        deliver_spool(api, "j", "t", tmp_path / f"rank-{rank}.spool.json", tmp_path, attempt=1)
 
     assert ingest.posts == []
     assert [p.name for p in tmp_path.iterdir()] == ["rank-0.spool.json"]  # a folder: left
@@ -292,13 +292,18 @@ def test_spooled_checkpoints_are_sent_as_the_tasks_own_rank(ingest: Ingest, tmp_
     ingest.up()
     api = ControlPlane(f"http://127.0.0.1:{ingest.port}", "token", timeout_s=2)
     record = {"step": 5, "uri": "step-000000005", "size": 3, "sha256": "ab" * 32}
+    weights = tmp_path / "step-000000005" / "rank-2.pt"
+    weights.parent.mkdir()
+    weights.write_bytes(b"weights")
     forged = [
         record | {"task_id": "another-task", "rank": 7},
         record | {"step": "5/../../other"},
+        record | {"task_id": "another-task", "rank": 7, "attempt": 9, "upload": str(weights)},
     ]
     spool = tmp_path / "rank-2.spool.json"
     spool.write_text(json.dumps({"checkpoints": forged}))
 
-    deliver_spool(api, "j", "t", spool, tmp_path)
+    deliver_spool(api, "j", "t", spool, tmp_path, attempt=1)
 
     assert [body for _, body in ingest.posts] == [record | {"task_id": "t", "rank": 2}]
+    assert ingest.puts == [("/api/v1/jobs/j/checkpoints/1/5/2/file", "task_id=t&kind=checkpoint")]

@@ -17,6 +17,7 @@ namespace's mounts are private: nothing done in it is seen outside.
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
 import re
@@ -42,11 +43,15 @@ _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
 _NOBODY = 65534
 EXIT_CODE = 3
+SAYS = "tessera rank: "
 """How a process that could not be confined ends (before it ran any of ``ARGV``)."""
 
 
 class ConfineError(OSError):
     """A step of the confinement failed; the message names the step and the path."""
+
+    def __str__(self) -> str:
+        return str(self.strerror)
 
 
 @dataclass(frozen=True)
@@ -89,9 +94,9 @@ def _inside(path: str, folder: str) -> bool:
 
 def _call(result: int, what: str, path: str | None = None) -> None:
     if result != 0:
-        errno = ctypes.get_errno()
+        code = ctypes.get_errno()
         where = f" {path}" if path else ""
-        raise ConfineError(errno, f"{what}{where}: {os.strerror(errno)}")
+        raise ConfineError(code, f"{what}{where}: {os.strerror(code)}")
 
 
 def _write(path: str, text: str) -> None:
@@ -158,27 +163,44 @@ WRITABLE = ("/tmp", "/var/tmp", "/dev")
 on an import path, a start-up file) that a process outside would run."""
 
 
-def _mount_points() -> list[str]:
-    points = []
-    with open("/proc/self/mountinfo") as table:
+def _mounts() -> list[tuple[str, set[str], str]]:
+    """Each mount this process sees: its mount point, its options, its file system type."""
+    mounts = []
+    with open("/proc/self/mountinfo", "rb") as table:
         for line in table:
-            field = line.split()[4]
+            fields = line.split()
+            point, options = fields[4], fields[5]
+            kind = fields[fields.index(b"-") + 1]
             # the kernel writes space, tab, newline and backslash as octal escapes
-            points.append(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field))
-    return points
+            point = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]), point)
+            mounts.append((os.fsdecode(point), set(options.decode().split(",")), kind.decode()))
+    return mounts
+
+
+_OPTIONS = {
+    "nosuid": _MS_NOSUID,
+    "nodev": _MS_NODEV,
+    "noexec": _MS_NOEXEC,
+    "noatime": _MS_NOATIME,
+    "nodiratime": _MS_NODIRATIME,
+    "relatime": _MS_RELATIME,
+}
 
 
 def _seal_the_rest(libc: ctypes.CDLL, writable: list[str]) -> None:
-    """Remount read-only every mount but those at or under ``writable``."""
-    for point in sorted(set(_mount_points()), key=len):
+    """Remount read-only every mount but those at or under ``writable``. Read from the mount
+    table, not from the paths: an automount point is left untouched, never set off."""
+    for point, options, kind in sorted(_mounts(), key=lambda mount: len(mount[0])):
         if any(point == w or _inside(point, w) for w in writable):
             continue
-        if not os.path.exists(point):  # under a cover, or gone
+        if "ro" in options or kind == "autofs":
             continue
-        if os.statvfs(point).f_flag & os.ST_RDONLY:
-            continue
-        flags = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _locked_flags(point)
-        _call(libc.mount(None, point.encode(), None, flags, None), "make read-only", point)
+        kept = sum(flag for name, flag in _OPTIONS.items() if name in options)
+        flags = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | kept
+        if libc.mount(None, os.fsencode(point), None, flags, None) != 0:
+            if ctypes.get_errno() in (errno.ENOENT, errno.ENOTDIR):  # under a cover, or gone
+                continue
+            _call(-1, "make read-only", point)
 
 
 def enter(plan: Confinement) -> None:
@@ -194,7 +216,7 @@ def enter(plan: Confinement) -> None:
     _write("/proc/self/setgroups", "deny")
     _write("/proc/self/uid_map", f"{uid or _NOBODY} {uid} 1")
     _write("/proc/self/gid_map", f"{gid or _NOBODY} {gid} 1")
-    _call(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make the mounts private")
+    _call(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make private", "/")
     # opened in this namespace, before the folders holding them are covered
     sources = [os.open(path, os.O_PATH) for _, path, _ in keeps]
     # a folder with kept paths inside is covered before they go back in; the others after
@@ -207,15 +229,16 @@ def enter(plan: Confinement) -> None:
         ]
     )
     steps += [(0, 0, f, -1) for f in folders if f not in holding]
+
+    def mount(source: str | None, target: str, flags: int, what: str, tmpfs: bool = False) -> None:
+        kind, data = (b"tmpfs", b"mode=0755") if tmpfs else (None, None)
+        encoded = None if source is None else os.fsencode(source)
+        _call(libc.mount(encoded, os.fsencode(target), kind, flags, data), what, target)
+
     try:
         for _, _, path, index in steps:
             if index < 0:
-                cover = _MS_NOSUID | _MS_NODEV
-                _call(
-                    libc.mount(b"tmpfs", path.encode(), b"tmpfs", cover, b"mode=0755"),
-                    "cover",
-                    path,
-                )
+                mount("tmpfs", path, _MS_NOSUID | _MS_NODEV, "cover", tmpfs=True)
                 continue
             source = f"/proc/self/fd/{sources[index]}"
             if os.path.isdir(source):
@@ -223,21 +246,18 @@ def enter(plan: Confinement) -> None:
             elif not os.path.exists(path):
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 Path(path).touch()
-            bind = _MS_BIND | _MS_REC
-            _call(libc.mount(source.encode(), path.encode(), None, bind, None), "keep", path)
+            mount(source, path, _MS_BIND | _MS_REC, "keep")
             if keeps[index][2]:
                 readonly = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _locked_flags(path)
-                _call(libc.mount(None, path.encode(), None, readonly, None), "keep read-only", path)
+                mount(None, path, readonly, "keep read-only")
         for path in files:
-            _call(libc.mount(b"/dev/null", path.encode(), None, _MS_BIND, None), "cover", path)
+            mount("/dev/null", path, _MS_BIND, "cover")
         for folder in folders:
-            seal = _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV
-            _call(libc.mount(None, folder.encode(), None, seal, None), "seal", folder)
+            mount(None, folder, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "seal")
         writable = [t for t, _, readonly in keeps if not readonly]
         for path in WRITABLE:  # on a mount of their own, so that they stay writable
             if os.path.isdir(path) and not os.path.ismount(path):
-                bind = _MS_BIND | _MS_REC
-                _call(libc.mount(path.encode(), path.encode(), None, bind, None), "keep", path)
+                mount(path, path, _MS_BIND | _MS_REC, "keep")
         _seal_the_rest(libc, [*WRITABLE, *writable])
     finally:
         for fd in sources:
@@ -273,7 +293,9 @@ def unavailable(python: str = sys.executable, timeout_s: float = 30.0) -> str | 
     if done.returncode == 0:
         return None
     said = done.stderr.strip().splitlines()
-    return said[-1] if said else f"the confined process ended with code {done.returncode}"
+    if not said:
+        return f"the confined process ended with code {done.returncode}"
+    return said[-1].removeprefix(SAYS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -282,14 +304,16 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m tessera_worker.confine PLAN ARGV...", file=sys.stderr)
         return 2
     try:
-        enter(Confinement.from_json(args[0]))
+        plan = Confinement.from_json(args[0])
+    except (ValueError, KeyError, TypeError) as exc:
+        print(f"{SAYS}not a confinement plan: {exc}", file=sys.stderr, flush=True)
+        return EXIT_CODE
+    try:
+        enter(plan)
+        os.execv(args[1], args[1:])
     except OSError as exc:
-        print(f"tessera rank: cannot confine the rank: {exc.strerror}", file=sys.stderr, flush=True)
+        print(f"{SAYS}cannot confine the rank: {exc}", file=sys.stderr, flush=True)
         return EXIT_CODE
-    except (ValueError, KeyError) as exc:
-        print(f"tessera rank: not a confinement plan: {exc}", file=sys.stderr, flush=True)
-        return EXIT_CODE
-    os.execv(args[1], args[1:])
 
 
 if __name__ == "__main__":

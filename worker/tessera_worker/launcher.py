@@ -219,18 +219,20 @@ def _holds_credentials(value: str) -> bool:
     return re.search(r"://[^/@\s]*:[^/@\s]*@", value) is not None
 
 
-RANKS_OWN = frozenset({"logs", "checkpoints", "data"})
-"""Folders of the home that hold ranks' output and the party's data, not the worker's."""
+NOT_WALKED = frozenset({"logs", "checkpoints", "data", "tasks", "broker"})
+"""Folders of the home whose links are not looked for: ranks write in the first four (a link
+a rank left there must not hide anything from later ranks), and the broker's queue is
+written by the worker and the control plane only, and may be long."""
 
 
 def _links_out_of(home: Path) -> list[str]:
     """Where the links in ``home`` lead (its key's folder may be one), but those in the
-    folders of ``RANKS_OWN``, which ranks write or only the party fills."""
+    folders of ``NOT_WALKED``."""
     targets = []
     for entry in home.iterdir():
         if entry.is_symlink():
             targets.append(os.path.realpath(entry))
-        if entry.name in RANKS_OWN or not entry.is_dir():
+        if entry.name in NOT_WALKED or not entry.is_dir():
             continue
         for folder, names, files in os.walk(os.path.realpath(entry)):
             for name in [*names, *files]:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import sys
 import threading
 import time
@@ -250,9 +249,10 @@ SPOOLED = ("checkpoints", "points", "lines")
 def _spooled(folder: Path, spool: Path) -> dict[str, list[dict[str, Any]]]:
     """What a spool file holds, checked for its shape: the rank wrote it."""
     with rank_files.reading(folder, spool) as file:
-        if os.fstat(file.fileno()).st_size > MAX_SPOOL_BYTES:
+        text = file.read(MAX_SPOOL_BYTES + 1)
+        if len(text) > MAX_SPOOL_BYTES:
             raise ValueError(f"larger than {MAX_SPOOL_BYTES} bytes")
-        data = json.loads(file.read())
+        data = json.loads(text)
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
     left = {name: data.get(name, []) for name in SPOOLED}
@@ -262,23 +262,26 @@ def _spooled(folder: Path, spool: Path) -> dict[str, list[dict[str, Any]]]:
     return left
 
 
-def _own_checkpoint(item: dict[str, Any], task_id: str, rank: int) -> dict[str, Any]:
+def _own_checkpoint(item: dict[str, Any], task_id: str, rank: int, attempt: int) -> dict[str, Any]:
     """A spooled checkpoint item as this task's rank may send it: the worker delivers it with
-    the party's token, so the task and the rank are the worker's, and the numbers numbers."""
-    for name in ("step", "attempt", "size"):
+    the party's token, so the task, the rank and the attempt are the worker's own, and the
+    step and the size must be integers."""
+    for name in ("step", "size"):
         if name in item and type(item[name]) is not int:
             raise ValueError(f"a checkpoint's {name} is not an integer")
-    return item | {"task_id": task_id, "rank": rank}
+    pinned = {"task_id": task_id, "rank": rank}
+    return item | pinned | ({"attempt": attempt} if "upload" in item else {})
 
 
 def deliver_spool(
-    api: ControlPlane, job_id: str, task_id: str, spool: Path, files_in: Path
+    api: ControlPlane, job_id: str, task_id: str, spool: Path, files_in: Path, attempt: int
 ) -> None:
     """Post what a rank left in its spool file (``rank-<n>.spool.json``), then remove it;
     raises while the control plane cannot take it (retry later), drops what it refuses for
     good. The rank wrote the file: it is read as a regular file of its folder, checked for its
-    shape, its checkpoints are sent as this task's rank n's, and a checkpoint file it names is
-    uploaded only from ``files_in`` (the job's checkpoint folder), through no link."""
+    shape, its checkpoints are sent as this task's rank n's of ``attempt``, and a checkpoint
+    file it names is uploaded only from ``files_in`` (the job's checkpoint folder), through
+    no link."""
     folder = spool.parent
     try:
         rank = int(spool.name.split(".")[0].removeprefix("rank-"))
@@ -290,7 +293,7 @@ def deliver_spool(
         return
 
     def checkpoint(batch: list[dict[str, Any]]) -> None:
-        item = _own_checkpoint(batch[0], task_id, rank)
+        item = _own_checkpoint(batch[0], task_id, rank, attempt)
         if "upload" not in item:
             api.post_checkpoint(job_id, item)
             return

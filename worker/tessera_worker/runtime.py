@@ -207,6 +207,7 @@ class Runtime:
                         launch.task_id,
                         spools[0],
                         files_in=self.launch.checkpoint_dir(launch.job_id),
+                        attempt=launch.attempt,
                     )
                     spools.pop(0)
                 if job_lines:
