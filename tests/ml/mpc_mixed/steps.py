@@ -11,7 +11,7 @@ from tessera_ml.algorithms.mpc_mixed.local import engines, share_inputs
 from tessera_ml.algorithms.mpc_mixed.model import SharedMlp, init_params, train_step
 from tessera_ml.algorithms.mpc_mixed.precision import Precision
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
-from tessera_ml.algorithms.mpc_mixed.reference import PlainMlp
+from tessera_ml.bench.mpc_mixed.reference import PlainMlp
 from tessera_ml.comm.peer import run_pair
 
 

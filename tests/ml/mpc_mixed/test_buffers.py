@@ -31,8 +31,8 @@ from tessera_ml.algorithms.mpc_mixed.providers import (
     SeededProvider,
     _split_bundle,
 )
-from tessera_ml.algorithms.mpc_mixed.reference import PlainMlp
 from tessera_ml.algorithms.mpc_mixed.request import Request
+from tessera_ml.bench.mpc_mixed.reference import PlainMlp
 from tessera_ml.comm.base import Communicator
 from tessera_ml.comm.local import run_local
 from tessera_ml.comm.peer import Peer, local_pair

@@ -10,7 +10,7 @@ import torch
 
 from tessera_ml.algorithms.mpc_mixed import data
 from tessera_ml.algorithms.mpc_mixed.model import init_params
-from tessera_ml.algorithms.mpc_mixed.reference import PlainMlp
+from tessera_ml.bench.mpc_mixed.reference import PlainMlp
 from tessera_ml.comm import pair_link as link
 from tessera_ml.comm.base import Communicator
 from tessera_ml.worlds import entry_point, rank_context, run_algorithm, run_world

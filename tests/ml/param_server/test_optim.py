@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from tessera_ml.algorithms.param_server.optim import make_optimizer
-from tessera_ml.algorithms.param_server.reference import compare_with_dense
+from tessera_ml.bench.param_server.reference import compare_with_dense
 
 
 @pytest.mark.parametrize("name", ["sgd", "adagrad", "adam"])

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from tessera_ml.algorithms.split_nn.centralized import max_abs_diff, train_centralized
 from tessera_ml.algorithms.split_nn.party_data import load_party
 from tessera_ml.algorithms.split_nn.spec import SplitNNConfig
+from tessera_ml.bench.split_nn.centralized import max_abs_diff, train_centralized
 from tessera_ml.comm import codec
 from tessera_ml.worlds import run_world
 from tests.ml.split_nn.world import Job, parties, run_jobs

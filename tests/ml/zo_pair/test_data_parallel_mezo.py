@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from tessera_ml.algorithms.zo_pair.mezo import MezoStep
 from tessera_ml.algorithms.zo_pair.seeds import direction_seed
+from tessera_ml.bench.zo_pair.mezo import MezoStep
 from tests.ml.zo_pair.world import EPS, LR, STEPS, _model, all_inputs
 
 N = 4

@@ -8,7 +8,6 @@ from torch import nn
 from torch.func import functional_call
 
 from tessera_ml.algorithms.zo_pair.data import PairStream
-from tessera_ml.algorithms.zo_pair.mezo import MezoStep
 from tessera_ml.algorithms.zo_pair.model import per_input_loss
 from tessera_ml.algorithms.zo_pair.perturb import (
     DISTRIBUTIONS,
@@ -19,6 +18,7 @@ from tessera_ml.algorithms.zo_pair.perturb import (
     unique_parameters,
 )
 from tessera_ml.algorithms.zo_pair.protocol import Schedule
+from tessera_ml.bench.zo_pair.mezo import MezoStep
 from tessera_ml.models.zoo import build_model
 
 

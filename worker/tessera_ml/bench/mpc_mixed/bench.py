@@ -52,11 +52,11 @@ import torch
 from tessera_ml.algorithms.mpc_mixed import data
 from tessera_ml.algorithms.mpc_mixed.compute_party import initial_params
 from tessera_ml.algorithms.mpc_mixed.model_cnn import PlainCnn
-from tessera_ml.algorithms.mpc_mixed.reference import PlainMlp
 from tessera_ml.algorithms.mpc_mixed.spec import MpcMixedConfig
 from tessera_ml.bench.api import BenchArgs, BenchReport
 from tessera_ml.bench.harness import BenchHarness
 from tessera_ml.bench.measure import plaintext_matches
+from tessera_ml.bench.mpc_mixed.reference import PlainMlp
 from tessera_ml.bench.mpc_mixed.steps import (
     MIN_TIMED_STEPS,
     compute_ranks,

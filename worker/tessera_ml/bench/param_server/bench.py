@@ -24,9 +24,9 @@ from typing import Any
 
 import torch
 
-from tessera_ml.algorithms.param_server.reference import compare_with_dense
 from tessera_ml.bench.api import BenchArgs, BenchReport
 from tessera_ml.bench.param_server.lookup_bench import LookupResult, run_lookup_bench
+from tessera_ml.bench.param_server.reference import compare_with_dense
 from tessera_ml.bench.param_server.static_hash import (
     StaticHashRun,
     equal_memory_rows,

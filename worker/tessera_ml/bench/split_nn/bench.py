@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import torch
 
-from tessera_ml.algorithms.split_nn.centralized import max_abs_diff, train_centralized
 from tessera_ml.algorithms.split_nn.spec import SplitNNConfig
 from tessera_ml.bench.api import BenchArgs, BenchReport
 from tessera_ml.bench.measure import plaintext_matches
 from tessera_ml.bench.split_nn import microbatch
+from tessera_ml.bench.split_nn.centralized import max_abs_diff, train_centralized
 from tessera_ml.bench.split_nn.jobs import Job, run_jobs
 from tessera_ml.netns import Testbed
 from tessera_ml.worlds import RankOutcome, hosts_by_party, plan_job, run_algorithm, run_world

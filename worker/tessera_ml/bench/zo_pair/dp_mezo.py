@@ -14,8 +14,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from tessera_ml.algorithms.zo_pair.mezo import MezoStep
 from tessera_ml.algorithms.zo_pair.perturb import Distribution
+from tessera_ml.bench.zo_pair.mezo import MezoStep
 from tessera_ml.comm.base import Communicator, Group
 from tessera_ml.comm.peer import Peer
 from tessera_ml.data.tabular import Task

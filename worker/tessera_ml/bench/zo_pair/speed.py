@@ -26,12 +26,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from tessera_ml.algorithms.zo_pair.mezo import MezoStep
 from tessera_ml.algorithms.zo_pair.perturb import Distribution
 from tessera_ml.algorithms.zo_pair.protocol import PairProcessor, Schedule
 from tessera_ml.algorithms.zo_pair.seeds import direction_seed
 from tessera_ml.bench.zo_pair.dp_mezo import DataParallelMezo
 from tessera_ml.bench.zo_pair.memory import peak_step_bytes, tensor_bytes
+from tessera_ml.bench.zo_pair.mezo import MezoStep
 from tessera_ml.comm.base import Communicator
 from tessera_ml.comm.pair_link import open_link
 from tessera_ml.comm.peer import Peer
