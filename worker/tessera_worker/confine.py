@@ -43,8 +43,8 @@ _MS_REC = 16384
 _MS_PRIVATE = 1 << 18
 _NOBODY = 65534
 EXIT_CODE = 3
-SAYS = "tessera rank: "
 """How a process that could not be confined ends (before it ran any of ``ARGV``)."""
+SAYS = "tessera rank: "
 
 
 class ConfineError(OSError):
@@ -143,20 +143,6 @@ def _targets(plan: Confinement) -> tuple[list[str], list[tuple[str, str, bool]]]
     return hidden, keeps
 
 
-def _locked_flags(path: str) -> int:
-    """The flags of the mount ``path`` is on that a remount in a user namespace must keep."""
-    flags = os.statvfs(path).f_flag
-    pairs = [
-        (os.ST_NOSUID, _MS_NOSUID),
-        (os.ST_NODEV, _MS_NODEV),
-        (os.ST_NOEXEC, _MS_NOEXEC),
-        (os.ST_NOATIME, _MS_NOATIME),
-        (os.ST_NODIRATIME, _MS_NODIRATIME),
-        (os.ST_RELATIME, _MS_RELATIME),
-    ]
-    return sum(ms for st, ms in pairs if flags & st)
-
-
 WRITABLE = ("/tmp", "/var/tmp", "/dev")
 """What a confined process may write besides its kept folders (``/dev/shm`` is under
 ``/dev``); every other mount it sees is read-only, so that it leaves nothing behind (a module
@@ -187,6 +173,16 @@ _OPTIONS = {
 }
 
 
+def _locked_flags(options: set[str]) -> int:
+    """The flags of a mount that a remount in a user namespace must keep."""
+    return sum(flag for name, flag in _OPTIONS.items() if name in options)
+
+
+def _options_at(point: str) -> set[str]:
+    """The options of the mount on top at ``point``."""
+    return next(options for at, options, _ in reversed(_mounts()) if at == point)
+
+
 def _seal_the_rest(libc: ctypes.CDLL, writable: list[str]) -> None:
     """Remount read-only every mount but those at or under ``writable``. Read from the mount
     table, not from the paths: an automount point is left untouched, never set off."""
@@ -195,8 +191,7 @@ def _seal_the_rest(libc: ctypes.CDLL, writable: list[str]) -> None:
             continue
         if "ro" in options or kind == "autofs":
             continue
-        kept = sum(flag for name, flag in _OPTIONS.items() if name in options)
-        flags = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | kept
+        flags = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _locked_flags(options)
         if libc.mount(None, os.fsencode(point), None, flags, None) != 0:
             if ctypes.get_errno() in (errno.ENOENT, errno.ENOTDIR):  # under a cover, or gone
                 continue
@@ -248,7 +243,7 @@ def enter(plan: Confinement) -> None:
                 Path(path).touch()
             mount(source, path, _MS_BIND | _MS_REC, "keep")
             if keeps[index][2]:
-                readonly = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _locked_flags(path)
+                readonly = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _locked_flags(_options_at(path))
                 mount(None, path, readonly, "keep read-only")
         for path in files:
             mount("/dev/null", path, _MS_BIND, "cover")
