@@ -272,6 +272,8 @@ def start_ranks(specs: list[RankLaunch], settings: LaunchSettings) -> list[Runni
     if specs:  # the folders a confined rank is shown must be there when it starts
         settings.checkpoint_dir(specs[0].job_id).mkdir(parents=True, exist_ok=True)
         (settings.home / "data").mkdir(exist_ok=True)
+    # one plan for the task: its ranks share their task's and job's folders
+    plan = confinement(specs[0], settings) if settings.confine and specs else None
     started: list[RunningRank] = []
     try:
         for spec in specs:
@@ -279,8 +281,8 @@ def start_ranks(specs: list[RankLaunch], settings: LaunchSettings) -> list[Runni
             rank_files.write_text(folder, spec_path, spec.model_dump_json())
             log = folder / f"rank-{spec.rank}.log"
             argv = [settings.python, "-m", "tessera_worker.rank", str(spec_path)]
-            if settings.confine:
-                argv = confinement(spec, settings).command(argv, settings.python)
+            if plan is not None:
+                argv = plan.command(argv, settings.python)
             fds = () if spec.store_fd is None else (spec.store_fd,)
             # in the task's folder: a module a rank could leave in the worker's folder is on
             # no later rank's import path
