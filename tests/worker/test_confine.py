@@ -22,7 +22,13 @@ from tessera_ml.worlds import free_port
 from tessera_worker import confine
 from tessera_worker.confine import Confinement
 from tessera_worker.launch import Rendezvous, TaskLaunch
-from tessera_worker.launcher import confinement, launch_ranks, rank_specs
+from tessera_worker.launcher import (
+    LaunchSettings,
+    Outcome,
+    confinement,
+    launch_ranks,
+    rank_specs,
+)
 from tests.worker.test_launcher import SECRET, _launch, _settings, credentials
 
 LOOK = """
@@ -195,14 +201,7 @@ def test_a_rank_reads_its_own_credentials_and_data_and_none_of_its_workers_secre
     settings = replace(_settings(home), hidden=(str(token),))
     assert settings.confine  # the default
 
-    outcome = launch_ranks(
-        launch,
-        Rendezvous(host="127.0.0.1", port=free_port(), secret=SECRET),
-        settings,
-        threading.Event(),
-        entry_point="tests.worker.toy_algorithm:peek",
-        credentials=credentials(launch, home / "tasks"),
-    )
+    outcome = _run(launch, settings, "tests.worker.toy_algorithm:peek")
 
     assert outcome.status == "succeeded", outcome.reason
     log = (home / "logs" / task / "rank-0.log").read_text()
@@ -240,14 +239,7 @@ def test_a_rank_cannot_make_its_worker_read_a_file_for_it(tmp_path: Path) -> Non
     )
     settings = replace(_settings(home), hidden=(str(token),))
 
-    outcome = launch_ranks(
-        launch,
-        Rendezvous(host="127.0.0.1", port=free_port(), secret=SECRET),
-        settings,
-        threading.Event(),
-        entry_point="tests.worker.toy_algorithm:plant",
-        credentials=credentials(launch, home / "tasks"),
-    )
+    outcome = _run(launch, settings, "tests.worker.toy_algorithm:plant")
 
     assert (outcome.status, outcome.exit_code) == ("failed", 1)
     said = f"{outcome.reason} {outcome.last_lines}"
@@ -323,3 +315,15 @@ def test_no_module_of_the_launching_folder_runs_before_the_process_is_confined(
 
 def _rendezvous() -> Rendezvous:
     return Rendezvous(host="127.0.0.1", port=free_port(), secret=SECRET)
+
+
+def _run(launch: TaskLaunch, settings: LaunchSettings, entry_point: str) -> Outcome:
+    """``launch``'s ranks run by a worker of ``settings`` to their end."""
+    return launch_ranks(
+        launch,
+        _rendezvous(),
+        settings,
+        threading.Event(),
+        entry_point=entry_point,
+        credentials=credentials(launch, settings.home / "tasks"),
+    )
