@@ -131,7 +131,7 @@ def test_a_killed_rank_fails_the_attempt_and_retry_resumes_from_the_checkpoint(
     checkpointed = max(complete)
     _shared_file_matches_its_record(platform, job_id, step=checkpointed)
 
-    (victim,) = pids_with(_rank_marker(bob["id"], 1))
+    (victim,) = pids_with(_rank_marker(bob["id"], 1), ranks_only=True)
     os.kill(victim, signal.SIGKILL)
 
     job = platform.wait_status(job_id, "failed", "succeeded", "cancelled", timeout_s=60)

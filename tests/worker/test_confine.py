@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -34,8 +35,14 @@ from tests.worker.test_launcher import SECRET, _launch, _settings, credentials
 LOOK = """
 import ctypes, json, os, sys
 seen = {"pid": os.getpid(), "cwd": os.getcwd()}
-folder = sys.argv[1]
-for path in sys.argv[2:]:
+seen["processes"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+outside, folder = int(sys.argv[1]), sys.argv[2]
+try:
+    os.kill(outside, 0)
+    seen["signal"] = "sent"
+except OSError as exc:
+    seen["signal"] = type(exc).__name__
+for path in sys.argv[3:]:
     try:
         seen[path] = open(path).read()
     except OSError as exc:
@@ -65,8 +72,9 @@ def test_a_confined_process_sees_only_what_its_plan_keeps(tmp_path: Path) -> Non
     (home / "tokens" / "bob.token").write_text("a token under the hidden folder")
     hide = (str(home), str(token), str(home / "tokens" / "bob.token"))
     plan = Confinement(hide=hide, keep=(str(home / "logs" / "t1"),))
-    # through a process outside the namespace (this one: dumpable, of the same user)
+    # through a process outside the namespaces (this one: dumpable, of the same user)
     around = Path(f"/proc/{os.getpid()}/root{home}/identity/worker.key")
+    cmdline = Path(f"/proc/{os.getpid()}/cmdline")
     paths = [
         around,
         home / "tokens" / "bob.token",
@@ -74,9 +82,11 @@ def test_a_confined_process_sees_only_what_its_plan_keeps(tmp_path: Path) -> Non
         home / "logs" / "t1" / "mine",
         home / "logs" / "t2" / "other",
         token,
+        cmdline,
     ]
+    look = [sys.executable, "-c", LOOK, str(os.getpid()), str(home), *map(str, paths)]
     proc = subprocess.Popen(
-        plan.command([sys.executable, "-c", LOOK, str(home), *map(str, paths)]),
+        plan.command(look),
         cwd=home / "identity",
         stdout=subprocess.PIPE,
         text=True,
@@ -86,12 +96,14 @@ def test_a_confined_process_sees_only_what_its_plan_keeps(tmp_path: Path) -> Non
     seen = json.loads(out)
 
     assert seen[str(home / "identity" / "worker.key")] == "FileNotFoundError"
-    assert seen[str(around)] == "PermissionError"
+    # this process is not in the namespace's /proc, nor can it be signalled from there
+    assert seen[str(around)] == seen[str(cmdline)] == "FileNotFoundError"
+    assert seen["signal"] == "ProcessLookupError"
+    assert seen["processes"] == [1, seen["pid"]]  # its init and itself
     assert seen[str(home / "tokens" / "bob.token")] == "FileNotFoundError"
     assert seen[str(home / "logs" / "t2" / "other")] == "FileNotFoundError"
     assert seen[str(token)] == ""
     assert seen[str(home / "logs" / "t1" / "mine")] == "the task's own"
-    assert seen["pid"] == proc.pid  # the plan's command runs in place of the helper
     assert seen["cwd"] == "/"  # its folder was hidden: nothing is reached through it
     assert seen["umount"] == -1  # no capability left to uncover the rest
     assert seen["create"] == "OSError"  # the hidden folder is read-only (EROFS)
@@ -148,6 +160,27 @@ def test_an_unusable_plan_ends_the_process_before_its_command_runs(tmp_path: Pat
     assert done.returncode == confine.EXIT_CODE
     assert "not a confinement plan" in done.stderr
     assert not marker.exists()
+
+
+@pytest.mark.parametrize(
+    ("ends", "code"),
+    [
+        ("sys.exit(7)", 7),
+        ("os.kill(os.getpid(), signal.SIGKILL)", -signal.SIGKILL),
+        ("time.sleep(60)", -signal.SIGTERM),  # the helper's SIGTERM, passed on
+    ],
+)
+def test_the_helper_ends_as_its_command_did(tmp_path: Path, ends: str, code: int) -> None:
+    plan = Confinement(hide=(str(tmp_path),))
+    script = f"import os, signal, sys, time; print('started', flush=True); {ends}"
+    proc = subprocess.Popen(
+        plan.command([sys.executable, "-c", script]), stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "started\n"
+    if "sleep" in ends:
+        proc.send_signal(signal.SIGTERM)  # to the helper alone, not its process group
+
+    assert proc.wait(timeout=30) == code
 
 
 def test_this_host_can_confine_ranks() -> None:
@@ -245,6 +278,46 @@ def test_a_rank_cannot_make_its_worker_read_a_file_for_it(tmp_path: Path) -> Non
     said = f"{outcome.reason} {outcome.last_lines}"
     assert "PRIVATE KEY" not in said and "party token" not in said
     assert outcome.reason == "exited with code 1"
+
+
+def _running_with(word: str) -> list[int]:
+    """The processes of this host whose command line holds ``word``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and word.encode() in (entry / "cmdline").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_a_rank_reaches_no_process_outside_and_leaves_none_behind(tmp_path: Path) -> None:
+    """A rank cannot signal its worker (here, this process) nor read its command line, where
+    a token given with ``--token`` would be; what it starts in a session of its own, out of
+    the reach of the launcher's signals to its process group, ends with it."""
+    home = tmp_path / "home"
+    task = uuid.uuid4().hex
+    word = f"left-behind-{task}"
+    worker = os.getpid()
+    launch = _launch(
+        task,
+        [0],
+        ["alice"],
+        paths=[f"/proc/{worker}/cmdline", f"/proc/{worker}/status"],
+        signal=[worker],
+        daemon=word,
+        write_to=str(home / "checkpoints" / f"job-{task}" / "note"),
+    )
+
+    outcome = _run(launch, _settings(home), "tests.worker.toy_algorithm:peek")
+
+    assert outcome.status == "succeeded", outcome.reason
+    log = (home / "logs" / task / "rank-0.log").read_text()
+    seen = json.loads(next(line for line in log.splitlines() if line.startswith("peek "))[5:])
+    assert seen[f"/proc/{worker}/cmdline"] == seen[f"/proc/{worker}/status"] == "missing"
+    assert seen[f"signal {worker}"] == "ProcessLookupError"
+    assert _running_with(word) == []
 
 
 @pytest.mark.parametrize("field", ["job_id", "task_id"])

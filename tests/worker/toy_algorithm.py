@@ -3,8 +3,10 @@
 ``plant`` replaces files of its task's folder with links (``links``: path -> target) and
 FIFOs (``fifos``), then exits with code 1, as a rank trying to make its worker read for it would.
 ``peek`` instead prints, as one JSON line, what the rank finds at each of the ``paths`` its
-configuration names ("missing", "unreadable" or the file's text) and whether it could write
-each of ``try_write``, then writes ``write_to``.
+configuration names ("missing", "unreadable" or the file's text), whether it could write
+each of ``try_write`` and signal each process of ``signal``, then writes ``write_to``; with
+``daemon`` set, it first starts a process in a session of its own that sleeps for ten minutes
+with that word on its command line, as a rank leaving something behind would.
 
 Options of ``run`` come from the configuration: ``steps``, ``step_s`` (sleep per step),
 ``crash_rank`` and ``crash_step`` (that rank raises there, from a cause that quotes private
@@ -17,6 +19,8 @@ from __future__ import annotations
 import json
 import logging
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -75,6 +79,15 @@ def peek(ctx: RankContext) -> dict[str, Any]:
             seen[f"write {path}"] = "written"
         except OSError as exc:
             seen[f"write {path}"] = f"refused: {exc.strerror}"
+    for pid in options.get("signal", []):
+        try:
+            os.kill(pid, 0)
+            seen[f"signal {pid}"] = "sent"
+        except OSError as exc:
+            seen[f"signal {pid}"] = type(exc).__name__
+    if options.get("daemon"):
+        sleep = [sys.executable, "-c", "import time; time.sleep(600)", options["daemon"]]
+        subprocess.Popen(sleep, start_new_session=True, stdout=subprocess.DEVNULL)
     print("peek " + json.dumps(seen), flush=True)
     Path(options["write_to"]).write_text("written by the rank")
     return {}

@@ -8,19 +8,30 @@ queue and, under ``tessera up``, the control plane's database and authority.
 ``python -m tessera_worker.confine PLAN ARGV...`` gives the process a mount namespace of its
 own, inside a user namespace so that no privilege is needed, in which each hidden folder is an
 empty read-only folder with only the plan's kept paths put back, and each hidden file reads
-as empty; then it executes ``ARGV`` in place (same process, same id). Its user id inside the
-namespace is not 0, so that exec leaves it no capability there, and in a namespace it makes
-inside this one the kernel locks the mounts it inherits: it cannot take the covers off. The
-namespace's mounts are private: nothing done in it is seen outside.
+as empty. Its user id inside the namespace is not 0, so that executing ``ARGV`` leaves it no
+capability there, and in a namespace it makes inside this one the kernel locks the mounts it
+inherits: it cannot take the covers off. The namespace's mounts are private: nothing done in
+it is seen outside.
+
+``ARGV`` also runs in a process-id namespace of its own, under a small first process (its
+"init") that forwards signals to it and reports how it ended: it can name, and so signal, no
+process outside (not its worker, not another job's ranks), its ``/proc`` lists only its own
+processes where the host lets it mount one, and whatever it starts, even in a session of its
+own, ends with it, because the kernel kills a namespace's processes when its init ends. This
+helper stays outside, in the launcher's process group, and ends as ``ARGV`` did (the same
+exit code, or the same signal).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import json
 import os
 import re
+import resource
+import signal
 import subprocess
 import sys
 import tempfile
@@ -28,8 +39,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from tessera_worker.procs import die_with_parent
+
 _CLONE_NEWNS = 0x00020000
 _CLONE_NEWUSER = 0x10000000
+_CLONE_NEWPID = 0x20000000
+_PR_SET_PDEATHSIG = 1
 _MS_RDONLY = 1
 _MS_NOSUID = 2
 _MS_NODEV = 4
@@ -44,6 +59,15 @@ _MS_PRIVATE = 1 << 18
 _NOBODY = 65534
 EXIT_CODE = 3
 """How a process that could not be confined ends (before it ran any of ``ARGV``)."""
+FORWARDED = (
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGHUP,
+    signal.SIGQUIT,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+)
+"""The signals passed on to ``ARGV``: an init ignores those it has no handler for."""
 SAYS = "tessera rank: "
 
 
@@ -198,20 +222,37 @@ def _seal_the_rest(libc: ctypes.CDLL, writable: list[str]) -> None:
             _call(-1, "make read-only", point)
 
 
-def enter(plan: Confinement) -> None:
-    """Confine this process as ``plan`` says; what it executes next stays confined."""
+def _libc() -> ctypes.CDLL:
     libc = ctypes.CDLL(None, use_errno=True)
     libc.mount.argtypes = [ctypes.c_char_p] * 3 + [ctypes.c_ulong, ctypes.c_char_p]
-    uid, gid = os.geteuid(), os.getegid()
-    hidden, keeps = _targets(plan)
-    folders = [p for p in hidden if os.path.isdir(p)]
-    files = [p for p in hidden if not os.path.isdir(p)]
+    return libc
 
-    _call(libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNS), "unshare the user and mount namespaces")
+
+def _unshare(libc: ctypes.CDLL) -> None:
+    """Enter new user and mount namespaces, with mounts private to them, and have the next
+    child start a new process-id namespace."""
+    uid, gid = os.geteuid(), os.getegid()
+    flags = _CLONE_NEWUSER | _CLONE_NEWNS | _CLONE_NEWPID
+    _call(libc.unshare(flags), "unshare the user, mount and process-id namespaces")
     _write("/proc/self/setgroups", "deny")
     _write("/proc/self/uid_map", f"{uid or _NOBODY} {uid} 1")
     _write("/proc/self/gid_map", f"{gid or _NOBODY} {gid} 1")
     _call(libc.mount(None, b"/", None, _MS_REC | _MS_PRIVATE, None), "make private", "/")
+
+
+def _own_proc(libc: ctypes.CDLL) -> bool:
+    """Mount a ``/proc`` of this process's namespace over the host's, so that no other
+    process's files (a command line, say) show; False where the host refuses it (a container
+    whose ``/proc`` is partly masked), leaving the host's, whose processes stay out of reach."""
+    flags = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    return libc.mount(b"proc", b"/proc", b"proc", flags, None) == 0
+
+
+def _cover(libc: ctypes.CDLL, plan: Confinement) -> None:
+    """Hide and keep as ``plan`` says, then make the rest read-only, in this mount namespace."""
+    hidden, keeps = _targets(plan)
+    folders = [p for p in hidden if os.path.isdir(p)]
+    files = [p for p in hidden if not os.path.isdir(p)]
     # opened in this namespace, before the folders holding them are covered
     sources = [os.open(path, os.O_PATH) for _, path, _ in keeps]
     # a folder with kept paths inside is covered before they go back in; the others after
@@ -263,6 +304,78 @@ def enter(plan: Confinement) -> None:
         os.chdir("/")
 
 
+def _forward(to: int) -> None:
+    """Pass each of ``FORWARDED`` on to the process ``to``."""
+
+    def passing(sig: int, _frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(to, sig)
+
+    for sig in FORWARDED:
+        signal.signal(sig, passing)
+
+
+def _init(libc: ctypes.CDLL, plan: Confinement, argv: Sequence[str], report: int) -> int:
+    """The namespace's first process: confine, start ``argv``, pass signals on, reap every
+    process the namespace leaves it, and write ``argv``'s wait status to ``report``."""
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # the helper outside is gone: so is this
+    try:
+        _own_proc(libc)
+        _cover(libc, plan)
+    except OSError as exc:
+        print(f"{SAYS}cannot confine the rank: {exc}", file=sys.stderr, flush=True)
+        return EXIT_CODE
+    pending = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
+    child = os.fork()
+    if child == 0:
+        for sig in FORWARDED:
+            signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_SETMASK, pending)
+        try:
+            os.execv(argv[0], list(argv))
+        except OSError as exc:
+            print(f"{SAYS}cannot run {argv[0]}: {exc.strerror}", file=sys.stderr, flush=True)
+        os._exit(EXIT_CODE)
+    _forward(child)
+    signal.pthread_sigmask(signal.SIG_SETMASK, pending)
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == child:
+            os.write(report, str(status).encode())
+            return 0
+
+
+def run(plan: Confinement, argv: Sequence[str]) -> int:
+    """Run ``argv`` confined as ``plan`` says; end as it ended."""
+    die_with_parent()  # the helper dies with its launcher, and the namespace with the helper
+    libc = _libc()
+    _unshare(libc)
+    reading, report = os.pipe()
+    init = os.fork()
+    if init == 0:
+        os.close(reading)
+        code = 1
+        try:
+            code = _init(libc, plan, argv, report)
+        finally:
+            os._exit(code)
+    os.close(report)
+    _forward(init)
+    _, status = os.waitpid(init, 0)
+    with os.fdopen(reading, "rb") as said:
+        reported = said.read()
+    if reported:
+        status = int(reported)
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        if sig in FORWARDED:
+            signal.signal(sig, signal.SIG_DFL)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the rank's fault, not this core's
+        os.kill(os.getpid(), sig)
+        return 128 + sig
+    return os.waitstatus_to_exitcode(status)
+
+
 def unavailable(python: str = sys.executable, timeout_s: float = 30.0) -> str | None:
     """Why this host cannot confine ranks (a child process tries), or None if it can."""
     with tempfile.TemporaryDirectory(prefix="tessera-confine-") as folder:
@@ -304,8 +417,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{SAYS}not a confinement plan: {exc}", file=sys.stderr, flush=True)
         return EXIT_CODE
     try:
-        enter(plan)
-        os.execv(args[1], args[1:])
+        return run(plan, args[1:])
     except OSError as exc:
         print(f"{SAYS}cannot confine the rank: {exc}", file=sys.stderr, flush=True)
         return EXIT_CODE
