@@ -36,6 +36,9 @@ LOOK = """
 import ctypes, json, os, sys
 seen = {"pid": os.getpid(), "cwd": os.getcwd()}
 seen["processes"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+seen["devices"] = sorted(os.listdir("/dev"))
+with open("/dev/null", "w") as null, open("/dev/urandom", "rb") as noise:
+    seen["devices work"] = null.write("x") == 1 and len(noise.read(8)) == 8
 outside, folder = int(sys.argv[1]), sys.argv[2]
 try:
     os.kill(outside, 0)
@@ -100,6 +103,13 @@ def test_a_confined_process_sees_only_what_its_plan_keeps(tmp_path: Path) -> Non
     assert seen[str(around)] == seen[str(cmdline)] == "FileNotFoundError"
     assert seen["signal"] == "ProcessLookupError"
     assert seen["processes"] == [1, seen["pid"]]  # its init and itself
+    # of /dev, only what every program uses, shared memory and GPUs: no disk, no console
+    common = {"null", "zero", "full", "random", "urandom", "tty", "shm"}
+    gpus = {n for n in os.listdir("/dev") if n.startswith("nvidia") or n in ("dri", "kfd")}
+    links = {"fd", "stdin", "stdout", "stderr"}
+    assert set(seen["devices"]) - (common | gpus | links | {"infiniband"}) == set()
+    assert {"null", "urandom", "shm", "fd"} <= set(seen["devices"]) and seen["devices work"]
+    assert set(os.listdir("/dev")) - set(seen["devices"])  # the host's has more (ptmx, say)
     assert seen[str(home / "tokens" / "bob.token")] == "FileNotFoundError"
     assert seen[str(home / "logs" / "t2" / "other")] == "FileNotFoundError"
     assert seen[str(token)] == ""

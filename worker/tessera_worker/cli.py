@@ -182,8 +182,7 @@ def ranks_confined(mode: str) -> bool:
     if problem is None and os.geteuid() == 0:
         as_root = (
             "this worker runs as root: its confined ranks still own root's files outside "
-            "what is hidden (they can read them) and the devices root owns; run it as a user "
-            "of its own"
+            "what is hidden (they can read them); run it as a user of its own"
         )
         if mode == "required":
             raise UsageError(f"--confine-ranks required, but {as_root}")

@@ -37,6 +37,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fnmatch import fnmatch
 from pathlib import Path
 
 from tessera_worker.procs import die_with_parent
@@ -167,10 +168,29 @@ def _targets(plan: Confinement) -> tuple[list[str], list[tuple[str, str, bool]]]
     return hidden, keeps
 
 
+DEVICES = (
+    "null",
+    "zero",
+    "full",
+    "random",
+    "urandom",
+    "tty",
+    "shm",
+    "nvidia*",
+    "dri",
+    "kfd",
+    "infiniband",
+)
+"""What of the host's ``/dev`` a confined process keeps (names or patterns): the devices every
+program may use, ``/dev/shm``, and the GPUs and RDMA adapters of NVIDIA, AMD and InfiniBand
+(with the control devices of their drivers). The rest (disks, consoles, the kernel's log) is
+gone: a process of a worker run as root could otherwise read a disk that root owns."""
+
 WRITABLE = ("/tmp", "/var/tmp", "/dev")
-"""What a confined process may write besides its kept folders (``/dev/shm`` is under
-``/dev``); every other mount it sees is read-only, so that it leaves nothing behind (a module
-on an import path, a start-up file) that a process outside would run."""
+"""What a confined process may write besides its kept folders (of ``/dev``, only
+``/dev/shm``: the rest is read-only); every other mount it sees is read-only, so that it
+leaves nothing behind (a module on an import path, a start-up file) that a process outside
+would run."""
 
 
 def _mounts() -> list[tuple[str, set[str], str]]:
@@ -267,9 +287,7 @@ def _cover(libc: ctypes.CDLL, plan: Confinement) -> None:
     steps += [(0, 0, f, -1) for f in folders if f not in holding]
 
     def mount(source: str | None, target: str, flags: int, what: str, tmpfs: bool = False) -> None:
-        kind, data = (b"tmpfs", b"mode=0755") if tmpfs else (None, None)
-        encoded = None if source is None else os.fsencode(source)
-        _call(libc.mount(encoded, os.fsencode(target), kind, flags, data), what, target)
+        _mount(libc, source, target, flags, what, tmpfs)
 
     try:
         for _, _, path, index in steps:
@@ -304,6 +322,46 @@ def _cover(libc: ctypes.CDLL, plan: Confinement) -> None:
         os.chdir("/")
 
 
+_DEV_LINKS = {
+    "fd": "/proc/self/fd",
+    "stdin": "/proc/self/fd/0",
+    "stdout": "/proc/self/fd/1",
+    "stderr": "/proc/self/fd/2",
+}
+
+
+def _mount(
+    libc: ctypes.CDLL, source: str | None, target: str, flags: int, what: str, tmpfs: bool = False
+) -> None:
+    kind, data = (b"tmpfs", b"mode=0755") if tmpfs else (None, None)
+    encoded = None if source is None else os.fsencode(source)
+    _call(libc.mount(encoded, os.fsencode(target), kind, flags, data), what, target)
+
+
+def _own_dev(libc: ctypes.CDLL) -> None:
+    """Replace ``/dev`` by a read-only folder holding only ``DEVICES``, as they are."""
+    if not os.path.isdir("/dev"):
+        return
+    names = sorted(n for n in os.listdir("/dev") if any(fnmatch(n, p) for p in DEVICES))
+    sources = {name: os.open(f"/dev/{name}", os.O_PATH) for name in names}
+    sealed = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
+    try:
+        _mount(libc, "tmpfs", "/dev", sealed, "cover", tmpfs=True)
+        for name, fd in sources.items():
+            source, target = f"/proc/self/fd/{fd}", f"/dev/{name}"
+            if os.path.isdir(source):
+                os.mkdir(target)
+            else:
+                Path(target).touch()
+            _mount(libc, source, target, _MS_BIND | _MS_REC, "keep")
+        for name, target in _DEV_LINKS.items():
+            os.symlink(target, f"/dev/{name}")
+        _mount(libc, None, "/dev", _MS_REMOUNT | _MS_RDONLY | sealed, "seal")
+    finally:
+        for fd in sources.values():
+            os.close(fd)
+
+
 def _forward(to: int) -> None:
     """Pass each of ``FORWARDED`` on to the process ``to``."""
 
@@ -321,6 +379,7 @@ def _init(libc: ctypes.CDLL, plan: Confinement, argv: Sequence[str], report: int
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # the helper outside is gone: so is this
     try:
         _own_proc(libc)
+        _own_dev(libc)
         _cover(libc, plan)
     except OSError as exc:
         print(f"{SAYS}cannot confine the rank: {exc}", file=sys.stderr, flush=True)
