@@ -208,6 +208,8 @@ def test_a_rank_reads_its_own_credentials_and_data_and_none_of_its_workers_secre
     (home / "identity").symlink_to(tmp_path / "identity", target_is_directory=True)
     (tmp_path / "carol-identity").mkdir()
     (tmp_path / "identity" / "carol").symlink_to(tmp_path / "carol-identity")
+    (tmp_path / "dave-keys").mkdir()
+    (tmp_path / "carol-identity" / "dave").symlink_to(tmp_path / "dave-keys")
     (home / "checkpoints").symlink_to(tmp_path / "disk" / "checkpoints", target_is_directory=True)
     earlier = home / "checkpoints" / "job-earlier" / "step-000000010" / "rank-0.pt"
     earlier.parent.mkdir(parents=True)
@@ -216,6 +218,7 @@ def test_a_rank_reads_its_own_credentials_and_data_and_none_of_its_workers_secre
         "worker key": home / "identity" / "alice" / "worker.key",
         "worker key, where the link leads": tmp_path / "identity" / "bob" / "worker.key",
         "worker key, a link further down": tmp_path / "carol-identity" / "worker.key",
+        "worker key, behind two links": tmp_path / "dave-keys" / "worker.key",
         "other task's key": home / "tasks" / "other-task" / "tls" / "key.pem",
         "other task's log": home / "logs" / "other-task" / "rank-0.log",
         "broker queue": home / "broker" / "queue" / "message",

@@ -226,18 +226,28 @@ written by the worker and the control plane only, and may be long."""
 
 
 def _links_out_of(home: Path) -> list[str]:
-    """Where the links in ``home`` lead (its key's folder may be one), but those in the
-    folders of ``NOT_WALKED``."""
+    """Where the links in ``home`` lead (its key's folder may be one), and the links in the
+    folders they lead to, and so on; but not those in the folders of ``NOT_WALKED``."""
     targets = []
+    folders = []
     for entry in home.iterdir():
         if entry.is_symlink():
             targets.append(os.path.realpath(entry))
-        if entry.name in NOT_WALKED or not entry.is_dir():
+        if entry.name not in NOT_WALKED and entry.is_dir():
+            folders.append(os.path.realpath(entry))
+    walked: set[str] = set()
+    while folders:
+        top = folders.pop()
+        if top in walked:
             continue
-        for folder, names, files in os.walk(os.path.realpath(entry)):
+        walked.add(top)
+        for folder, names, files in os.walk(top):
             for name in [*names, *files]:
-                if os.path.islink(os.path.join(folder, name)):
-                    targets.append(os.path.realpath(os.path.join(folder, name)))
+                path = os.path.join(folder, name)
+                if os.path.islink(path):
+                    targets.append(os.path.realpath(path))
+                    if os.path.isdir(path):
+                        folders.append(os.path.realpath(path))
     return targets
 
 
