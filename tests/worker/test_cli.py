@@ -119,3 +119,15 @@ def test_a_worker_run_as_root_says_what_confinement_leaves_its_ranks(
     else:
         assert said == ""
         assert cli.ranks_confined("required")
+
+
+def test_a_host_that_gives_confined_ranks_no_proc_of_their_own_is_named(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a host that would not mount a /proc for the namespace (a container whose /proc is
+    # partly masked) is not this one: what the probe would find there
+    monkeypatch.setattr(cli.confine, "probe", lambda: cli.confine.Probe(None, own_proc=False))
+    assert cli.ranks_confined("auto")
+    said = capsys.readouterr().err
+    assert "would not mount a /proc of their own for confined ranks" in said
+    assert "--token-file" in said

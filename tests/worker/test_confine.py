@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from dataclasses import replace
 from pathlib import Path
@@ -37,6 +38,12 @@ import ctypes, json, os, sys
 seen = {"pid": os.getpid(), "cwd": os.getcwd()}
 seen["processes"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
 seen["devices"] = sorted(os.listdir("/dev"))
+seen["group"], seen["session"] = os.getpgid(0), os.getsid(0)
+try:  # to the mode it has: were the device writable here, the host's would not change
+    os.chmod("/dev/null", os.stat("/dev/null").st_mode & 0o7777)
+    seen["chmod"] = "changed"
+except OSError as exc:
+    seen["chmod"] = type(exc).__name__
 with open("/dev/null", "w") as null, open("/dev/urandom", "rb") as noise:
     seen["devices work"] = null.write("x") == 1 and len(noise.read(8)) == 8
 outside, folder = int(sys.argv[1]), sys.argv[2]
@@ -103,6 +110,8 @@ def test_a_confined_process_sees_only_what_its_plan_keeps(tmp_path: Path) -> Non
     assert seen[str(around)] == seen[str(cmdline)] == "FileNotFoundError"
     assert seen["signal"] == "ProcessLookupError"
     assert seen["processes"] == [1, seen["pid"]]  # its init and itself
+    # its init's group and session, not the helper's: kill(0, ...) reaches nothing outside
+    assert seen["group"] == seen["session"] == 1
     # of /dev, only what every program uses, shared memory and GPUs: no disk, no console
     common = {"null", "zero", "full", "random", "urandom", "tty", "shm"}
     gpus = {n for n in os.listdir("/dev") if n.startswith("nvidia") or n in ("dri", "kfd")}
@@ -110,6 +119,7 @@ def test_a_confined_process_sees_only_what_its_plan_keeps(tmp_path: Path) -> Non
     assert set(seen["devices"]) - (common | gpus | links | {"infiniband"}) == set()
     assert {"null", "urandom", "shm", "fd"} <= set(seen["devices"]) and seen["devices work"]
     assert set(os.listdir("/dev")) - set(seen["devices"])  # the host's has more (ptmx, say)
+    assert seen["chmod"] == "OSError"  # a device's inode is the host's: read-only here
     assert seen[str(home / "tokens" / "bob.token")] == "FileNotFoundError"
     assert seen[str(home / "logs" / "t2" / "other")] == "FileNotFoundError"
     assert seen[str(token)] == ""
@@ -178,6 +188,9 @@ def test_an_unusable_plan_ends_the_process_before_its_command_runs(tmp_path: Pat
         ("sys.exit(7)", 7),
         ("os.kill(os.getpid(), signal.SIGKILL)", -signal.SIGKILL),
         ("time.sleep(60)", -signal.SIGTERM),  # the helper's SIGTERM, passed on
+        # a signal Python ignores in the helper is mirrored all the same
+        ("signal.signal(signal.SIGPIPE, signal.SIG_DFL); os.kill(os.getpid(), 13)", -13),
+        ("sys.exit(200)", 200),
     ],
 )
 def test_the_helper_ends_as_its_command_did(tmp_path: Path, ends: str, code: int) -> None:
@@ -193,8 +206,67 @@ def test_the_helper_ends_as_its_command_did(tmp_path: Path, ends: str, code: int
     assert proc.wait(timeout=30) == code
 
 
+COUNT_TERMS = """
+import signal, sys, time
+got = []
+signal.signal(signal.SIGTERM, lambda *_: got.append(1))
+print("started", flush=True)
+deadline = time.monotonic() + float(sys.argv[1])
+while time.monotonic() < deadline and not got:
+    time.sleep(0.01)
+time.sleep(0.5)  # for copies still on their way
+print(len(got), flush=True)
+"""
+
+
+def test_a_signal_to_the_helpers_group_reaches_the_command_once(tmp_path: Path) -> None:
+    plan = Confinement(hide=(str(tmp_path),))
+    proc = subprocess.Popen(
+        plan.command([sys.executable, "-c", COUNT_TERMS, "30"]),
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # as the launcher starts it, which signals its group
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "started\n"
+    os.killpg(proc.pid, signal.SIGTERM)
+
+    out, _ = proc.communicate(timeout=30)
+    assert (proc.returncode, out) == (0, "1\n")
+
+
+def test_a_signal_sent_while_the_command_starts_is_not_lost(tmp_path: Path) -> None:
+    """Before the namespace's init passes signals on, they wait: an init drops those it has no
+    handler for, which would leave the command running until the launcher's SIGKILL. The
+    moments swept cover the helper's start and the init's set-up in steps shorter than it."""
+    plan = Confinement(hide=(str(tmp_path),))
+    for step in range(40):
+        delay = 0.02 + 0.005 * step
+        proc = subprocess.Popen(
+            plan.command([sys.executable, "-c", "import time; time.sleep(60)"]),
+            start_new_session=True,
+        )
+        time.sleep(delay)
+        os.killpg(proc.pid, signal.SIGTERM)
+        assert proc.wait(timeout=20) == -signal.SIGTERM, delay
+
+
+def test_a_helper_killed_alone_at_any_moment_leaves_nothing_behind(tmp_path: Path) -> None:
+    plan = Confinement(hide=(str(tmp_path),))
+    word = f"orphan-{uuid.uuid4().hex}"
+    command = [sys.executable, "-c", "import time; time.sleep(60)", word]
+    for delay in (0.0, 0.02, 0.05, 0.08, 0.11, 0.14, 0.5):
+        proc = subprocess.Popen(plan.command(command))
+        time.sleep(delay)
+        proc.kill()
+        proc.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while _running_with(word) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _running_with(word) == []
+
+
 def test_this_host_can_confine_ranks() -> None:
-    assert confine.unavailable() is None
+    assert confine.probe() == confine.Probe(problem=None, own_proc=True)
 
 
 def test_a_rank_reads_its_own_credentials_and_data_and_none_of_its_workers_secrets(

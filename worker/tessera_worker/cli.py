@@ -178,7 +178,14 @@ def ranks_confined(mode: str) -> bool:
     and the host allows."""
     if mode == "off":
         return False
-    problem = confine.unavailable()
+    found = confine.probe()
+    problem = found.problem
+    if problem is None and not found.own_proc:
+        _say(
+            "this host would not mount a /proc of their own for confined ranks: they can list "
+            "its processes and read their command lines; give tokens with --token-file "
+            "(docs/security.md, 'Each worker host')"
+        )
     if problem is None and os.geteuid() == 0:
         as_root = (
             "this worker runs as root: its confined ranks still own root's files outside "

@@ -17,9 +17,10 @@ it is seen outside.
 "init") that forwards signals to it and reports how it ended: it can name, and so signal, no
 process outside (not its worker, not another job's ranks), its ``/proc`` lists only its own
 processes where the host lets it mount one, and whatever it starts, even in a session of its
-own, ends with it, because the kernel kills a namespace's processes when its init ends. This
-helper stays outside, in the launcher's process group, and ends as ``ARGV`` did (the same
-exit code, or the same signal).
+own, ends with it, because the kernel kills a namespace's processes when its init ends. The
+init leads a session of its own; this helper stays outside, in the launcher's process group,
+passes the signals it gets on to the init (a SIGKILL ends it, and the init with it), and ends
+as ``ARGV`` did (the same exit code, or the same signal).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import json
 import os
 import re
 import resource
+import select
 import signal
 import subprocess
 import sys
@@ -179,12 +181,15 @@ DEVICES = (
     "nvidia*",
     "dri",
     "kfd",
-    "infiniband",
+    "infiniband/uverbs*",
+    "infiniband/rdma_cm",
 )
-"""What of the host's ``/dev`` a confined process keeps (names or patterns): the devices every
-program may use, ``/dev/shm``, and the GPUs and RDMA adapters of NVIDIA, AMD and InfiniBand
-(with the control devices of their drivers). The rest (disks, consoles, the kernel's log) is
-gone: a process of a worker run as root could otherwise read a disk that root owns."""
+"""What of the host's ``/dev`` a confined process keeps (names or patterns, at most one folder
+deep): the devices every program may use, ``/dev/shm``, and the GPUs and RDMA adapters of
+NVIDIA, AMD and InfiniBand (with the control devices of their drivers). The rest (disks,
+consoles, the kernel's log, InfiniBand's management devices) is gone: a process of a worker
+run as root could otherwise read a disk that root owns. All but ``/dev/shm`` are read-only
+mounts: using a device writes no inode, but changing its owner or mode would (on the host)."""
 
 WRITABLE = ("/tmp", "/var/tmp", "/dev")
 """What a confined process may write besides its kept folders (of ``/dev``, only
@@ -338,22 +343,37 @@ def _mount(
     _call(libc.mount(encoded, os.fsencode(target), kind, flags, data), what, target)
 
 
+def _devices() -> list[str]:
+    """The entries of ``/dev`` that ``DEVICES`` names, outermost first."""
+    found = []
+    for pattern in DEVICES:
+        folder, _, name = pattern.rpartition("/")
+        where = os.path.join("/dev", folder)
+        if os.path.isdir(where):
+            found += [os.path.join(folder, n) for n in os.listdir(where) if fnmatch(n, name)]
+    return sorted(set(found), key=lambda entry: (entry.count("/"), entry))
+
+
 def _own_dev(libc: ctypes.CDLL) -> None:
     """Replace ``/dev`` by a read-only folder holding only ``DEVICES``, as they are."""
     if not os.path.isdir("/dev"):
         return
-    names = sorted(n for n in os.listdir("/dev") if any(fnmatch(n, p) for p in DEVICES))
-    sources = {name: os.open(f"/dev/{name}", os.O_PATH) for name in names}
+    entries = _devices()
+    sources = {entry: os.open(f"/dev/{entry}", os.O_PATH) for entry in entries}
     sealed = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
     try:
         _mount(libc, "tmpfs", "/dev", sealed, "cover", tmpfs=True)
-        for name, fd in sources.items():
-            source, target = f"/proc/self/fd/{fd}", f"/dev/{name}"
+        for entry, fd in sources.items():
+            source, target = f"/proc/self/fd/{fd}", f"/dev/{entry}"
+            os.makedirs(os.path.dirname(target), exist_ok=True)
             if os.path.isdir(source):
                 os.mkdir(target)
             else:
                 Path(target).touch()
             _mount(libc, source, target, _MS_BIND | _MS_REC, "keep")
+            if entry != "shm":
+                readonly = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _locked_flags(_options_at(target))
+                _mount(libc, None, target, readonly, "keep read-only")
         for name, target in _DEV_LINKS.items():
             os.symlink(target, f"/dev/{name}")
         _mount(libc, None, "/dev", _MS_REMOUNT | _MS_RDONLY | sealed, "seal")
@@ -373,10 +393,19 @@ def _forward(to: int) -> None:
         signal.signal(sig, passing)
 
 
-def _init(libc: ctypes.CDLL, plan: Confinement, argv: Sequence[str], report: int) -> int:
+def _init(
+    libc: ctypes.CDLL, plan: Confinement, argv: Sequence[str], report: int, lifeline: int
+) -> int:
     """The namespace's first process: confine, start ``argv``, pass signals on, reap every
-    process the namespace leaves it, and write ``argv``'s wait status to ``report``."""
+    process the namespace leaves it, and write ``argv``'s wait status to ``report``. It starts
+    with ``FORWARDED`` blocked, so that none is lost before it can pass them on."""
     libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)  # the helper outside is gone: so is this
+    if select.select([lifeline], [], [], 0)[0]:  # it went before that was asked (end of file)
+        return EXIT_CODE
+    os.close(lifeline)
+    # a session and process group of its own: a signal to its group (kill(0, ...)) from
+    # inside reaches no process outside, not even the helper
+    os.setsid()
     try:
         _own_proc(libc)
         _own_dev(libc)
@@ -384,59 +413,80 @@ def _init(libc: ctypes.CDLL, plan: Confinement, argv: Sequence[str], report: int
     except OSError as exc:
         print(f"{SAYS}cannot confine the rank: {exc}", file=sys.stderr, flush=True)
         return EXIT_CODE
-    pending = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
     child = os.fork()
     if child == 0:
-        for sig in FORWARDED:
+        for sig in (*FORWARDED, signal.SIGPIPE, signal.SIGXFSZ):  # Python ignores the last two
             signal.signal(sig, signal.SIG_DFL)
-        signal.pthread_sigmask(signal.SIG_SETMASK, pending)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
         try:
             os.execv(argv[0], list(argv))
         except OSError as exc:
             print(f"{SAYS}cannot run {argv[0]}: {exc.strerror}", file=sys.stderr, flush=True)
         os._exit(EXIT_CODE)
     _forward(child)
-    signal.pthread_sigmask(signal.SIG_SETMASK, pending)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
     while True:
         pid, status = os.waitpid(-1, 0)
         if pid == child:
+            signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)  # its id is free again
             os.write(report, str(status).encode())
             return 0
 
 
 def run(plan: Confinement, argv: Sequence[str]) -> int:
-    """Run ``argv`` confined as ``plan`` says; end as it ended."""
+    """Run ``argv`` confined as ``plan`` says; end as it ended. Signals of ``FORWARDED`` that
+    this helper gets reach ``argv`` once, through the namespace's init; a SIGKILL ends the
+    helper and, with it, the namespace."""
     die_with_parent()  # the helper dies with its launcher, and the namespace with the helper
     libc = _libc()
     _unshare(libc)
+    signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)  # queued until they can be passed on
     reading, report = os.pipe()
+    lifeline, holding = os.pipe()  # the init reads its end's close as this helper's death
     init = os.fork()
     if init == 0:
         os.close(reading)
+        os.close(holding)
         code = 1
         try:
-            code = _init(libc, plan, argv, report)
+            code = _init(libc, plan, argv, report, lifeline)
         finally:
             os._exit(code)
     os.close(report)
+    os.close(lifeline)
     _forward(init)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, FORWARDED)
+    os.waitid(os.P_PID, init, os.WEXITED | os.WNOWAIT)
+    signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)  # once reaped, its id is free again
     _, status = os.waitpid(init, 0)
+    os.close(holding)
     with os.fdopen(reading, "rb") as said:
         reported = said.read()
     if reported:
         status = int(reported)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        if sig in FORWARDED:
+        if sig not in (signal.SIGKILL, signal.SIGSTOP):
             signal.signal(sig, signal.SIG_DFL)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the rank's fault, not this core's
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
         os.kill(os.getpid(), sig)
         return 128 + sig
     return os.waitstatus_to_exitcode(status)
 
 
-def unavailable(python: str = sys.executable, timeout_s: float = 30.0) -> str | None:
-    """Why this host cannot confine ranks (a child process tries), or None if it can."""
+@dataclass(frozen=True)
+class Probe:
+    """What this host allows: ``problem``, why it cannot confine ranks (None if it can), and
+    ``own_proc``, whether a confined process gets a ``/proc`` of its own (where not, it lists
+    every process of the host, with its command line)."""
+
+    problem: str | None
+    own_proc: bool
+
+
+def probe(python: str = sys.executable, timeout_s: float = 30.0) -> Probe:
+    """What this host allows, as a confined child process finds it."""
     with tempfile.TemporaryDirectory(prefix="tessera-confine-") as folder:
         secret = Path(folder, "hidden", "secret")
         secret.parent.mkdir()
@@ -446,6 +496,8 @@ def unavailable(python: str = sys.executable, timeout_s: float = 30.0) -> str | 
         plan = Confinement(hide=(str(secret.parent),), keep=(str(kept),))
         check = (
             "import os, sys; "
+            "own = sorted(int(p) for p in os.listdir('/proc') if p.isdigit()) == [1, os.getpid()]; "
+            "print('own /proc' if own else 'shared /proc'); "
             f"sys.exit(os.path.exists({str(secret)!r}) or not os.path.isdir({str(kept)!r}))"
         )
         try:
@@ -456,13 +508,18 @@ def unavailable(python: str = sys.executable, timeout_s: float = 30.0) -> str | 
                 timeout=timeout_s,
             )
         except (OSError, subprocess.TimeoutExpired) as exc:
-            return str(exc)
+            return Probe(str(exc), own_proc=False)
     if done.returncode == 0:
-        return None
+        return Probe(None, own_proc=done.stdout.strip() == "own /proc")
     said = done.stderr.strip().splitlines()
     if not said:
-        return f"the confined process ended with code {done.returncode}"
-    return said[-1].removeprefix(SAYS)
+        return Probe(f"the confined process ended with code {done.returncode}", own_proc=False)
+    return Probe(said[-1].removeprefix(SAYS), own_proc=False)
+
+
+def unavailable(python: str = sys.executable, timeout_s: float = 30.0) -> str | None:
+    """Why this host cannot confine ranks (a child process tries), or None if it can."""
+    return probe(python, timeout_s).problem
 
 
 def main(argv: list[str] | None = None) -> int:

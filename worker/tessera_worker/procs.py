@@ -86,17 +86,6 @@ def signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
         os.killpg(proc.pid, sig)
 
 
-def group_alive(pgid: int) -> bool:
-    """Whether any process of the group ``pgid`` still exists."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def stop_all(procs: Sequence[subprocess.Popen[bytes]], *, grace_s: float) -> None:
     """SIGTERM every group, wait up to ``grace_s``, then SIGKILL what is left and reap."""
     for p in procs:
