@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -38,6 +39,7 @@ import ctypes, json, os, sys
 seen = {"pid": os.getpid(), "cwd": os.getcwd()}
 seen["processes"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
 seen["devices"] = sorted(os.listdir("/dev"))
+seen["run"] = sorted(os.listdir("/run")) if os.path.isdir("/run") else []
 seen["group"], seen["session"] = os.getpgid(0), os.getsid(0)
 try:  # to the mode it has: were the device writable here, the host's would not change
     os.chmod("/dev/null", os.stat("/dev/null").st_mode & 0o7777)
@@ -68,7 +70,9 @@ print(json.dumps(seen))
 """
 
 
-def test_a_confined_process_sees_only_what_its_plan_keeps(tmp_path: Path) -> None:
+def test_a_confined_process_sees_only_what_its_plan_keeps(
+    tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     home = tmp_path / "home"
     (home / "identity").mkdir(parents=True)
     (home / "identity" / "worker.key").write_text("the worker's key")
@@ -76,8 +80,10 @@ def test_a_confined_process_sees_only_what_its_plan_keeps(tmp_path: Path) -> Non
     (home / "logs" / "t1" / "mine").write_text("the task's own")
     (home / "logs" / "t2").mkdir()
     (home / "logs" / "t2" / "other").write_text("another task's")
-    token = tmp_path / "party.token"
+    # a file named alone reads as empty (here in /dev/shm, which a confined process shares)
+    token = Path("/dev/shm") / f"confine-token-{uuid.uuid4().hex}"
     token.write_text("the party token")
+    request.addfinalizer(lambda: token.unlink(missing_ok=True))
     (home / "tokens").mkdir()
     (home / "tokens" / "bob.token").write_text("a token under the hidden folder")
     hide = (str(home), str(token), str(home / "tokens" / "bob.token"))
@@ -85,7 +91,13 @@ def test_a_confined_process_sees_only_what_its_plan_keeps(tmp_path: Path) -> Non
     # through a process outside the namespaces (this one: dumpable, of the same user)
     around = Path(f"/proc/{os.getpid()}/root{home}/identity/worker.key")
     cmdline = Path(f"/proc/{os.getpid()}/cmdline")
+    # a socket of the host's /tmp (an ssh agent's, say), listening
+    agent = socket.socket(socket.AF_UNIX)
+    agent.bind(str(tmp_path / "agent.sock"))
+    agent.listen()
+    request.addfinalizer(agent.close)
     paths = [
+        tmp_path / "agent.sock",
         around,
         home / "tokens" / "bob.token",
         home / "identity" / "worker.key",
@@ -106,6 +118,11 @@ def test_a_confined_process_sees_only_what_its_plan_keeps(tmp_path: Path) -> Non
     seen = json.loads(out)
 
     assert seen[str(home / "identity" / "worker.key")] == "FileNotFoundError"
+    assert seen[str(tmp_path / "agent.sock")] == "FileNotFoundError"
+    # of the host's /run (its services' sockets), at most the way to the resolver's file
+    resolver = Path(os.path.realpath("/etc/resolv.conf"))
+    way = [resolver.relative_to("/run").parts[0]] if resolver.is_relative_to("/run") else []
+    assert seen["run"] == way and (not Path("/run").is_dir() or os.listdir("/run") != way)
     # this process is not in the namespace's /proc, nor can it be signalled from there
     assert seen[str(around)] == seen[str(cmdline)] == "FileNotFoundError"
     assert seen["signal"] == "ProcessLookupError"
@@ -327,7 +344,8 @@ def test_a_rank_reads_its_own_credentials_and_data_and_none_of_its_workers_secre
     assert {name: seen[str(path)] for name, path in secrets.items()} == dict.fromkeys(
         secrets, "missing"
     )
-    assert seen[str(token)] == ""
+    # a scratch folder is the rank's own: a file hidden there is not even in it
+    assert seen[str(token)] == ("missing" if _in_scratch(token) else "")
     assert seen[str(own_key)].startswith("-----BEGIN")
     assert seen[str(home / "data" / "rows.csv")] == "a,label\n1,0\n"
     assert seen[str(earlier)] == "weights of an earlier job"
@@ -363,6 +381,10 @@ def test_a_rank_cannot_make_its_worker_read_a_file_for_it(tmp_path: Path) -> Non
     said = f"{outcome.reason} {outcome.last_lines}"
     assert "PRIVATE KEY" not in said and "party token" not in said
     assert outcome.reason == "exited with code 1"
+
+
+def _in_scratch(path: Path) -> bool:
+    return any(path.is_relative_to(folder) for folder in confine.SCRATCH)
 
 
 def _running_with(word: str) -> list[int]:
@@ -418,14 +440,15 @@ def test_a_confined_process_writes_only_its_kept_folders_and_scratch_space(
     tmp_path: Path,
 ) -> None:
     """Anything else it wrote (a module on an import path, a start-up file) a process outside
-    could later run: the user's home folder, say, is read-only to it."""
+    could later run: the user's home folder, say, is read-only to it, and its /tmp is its own."""
     kept = tmp_path / "home" / "logs" / "t1"
     kept.mkdir(parents=True)
     outside = Path.home()
     if any(outside.is_relative_to(w) for w in confine.WRITABLE):
         pytest.skip(f"the home folder {outside} is scratch space here")
     probe = outside / f"confine-probe-{uuid.uuid4().hex}"
-    targets = [probe, kept / "note", Path("/dev/shm") / probe.name, tmp_path / "scratch"]
+    scratch = Path("/tmp") / probe.name
+    targets = [probe, kept / "note", Path("/dev/shm") / probe.name, scratch]
     write = (
         "import json, sys\n"
         "seen = {}\n"
@@ -454,8 +477,10 @@ def test_a_confined_process_writes_only_its_kept_folders_and_scratch_space(
         str(probe): "Read-only file system",
         str(kept / "note"): "written",
         str(Path("/dev/shm") / probe.name): "written",
-        str(tmp_path / "scratch"): "written",
+        str(scratch): "written",
     }
+    assert not scratch.exists()  # its /tmp was its own
+    assert (kept / "note").read_text() == "x"
 
 
 def test_no_module_of_the_launching_folder_runs_before_the_process_is_confined(

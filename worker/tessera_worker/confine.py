@@ -146,6 +146,8 @@ def _targets(plan: Confinement) -> tuple[list[str], list[tuple[str, str, bool]]]
         if not os.path.exists(path):
             continue
         path = os.path.abspath(path)
+        if path in named:  # keeping a hidden folder whole would hide nothing
+            continue
         folder = next((h for h in named if _inside(path, h)), None)
         if folder is not None:
             target = os.path.realpath(folder) + path[len(folder) :]
@@ -161,11 +163,14 @@ def _targets(plan: Confinement) -> tuple[list[str], list[tuple[str, str, bool]]]
         for i, (target, (path, readonly)) in enumerate(ordered)
         if not any(_inside(target, t) and kept[t][1] == readonly for t, _ in ordered[:i])
     ]
-    # what lies in a hidden folder is hidden with it, unless a kept path shows it again
+    # what lies in a hidden folder is hidden with it, unless a kept path shows it again; one
+    # that holds kept paths is covered all the same, so that it is read-only around them (the
+    # folder around it may be a scratch folder, writable)
     hidden = [
         p
         for i, p in enumerate(hidden)
-        if not any(_inside(p, q) for q in hidden[:i]) or any(_inside(p, t) for t, _, _ in keeps)
+        if not any(_inside(p, q) for q in hidden[:i])
+        or any(_inside(p, t) or _inside(t, p) for t, _, _ in keeps)
     ]
     return hidden, keeps
 
@@ -190,6 +195,18 @@ NVIDIA, AMD and InfiniBand (with the control devices of their drivers). The rest
 consoles, the kernel's log, InfiniBand's management devices) is gone: a process of a worker
 run as root could otherwise read a disk that root owns. All but ``/dev/shm`` are read-only
 mounts: using a device writes no inode, but changing its owner or mode would (on the host)."""
+
+SCRATCH = ("/tmp", "/var/tmp")
+"""Folders a confined process gets empty and writable, its own (what it needs of the host's
+there, a kept path or its Python, goes back in): it does not reach the host's sockets there (a
+terminal multiplexer's, an ssh agent's, which would run its requests as the worker's user),
+and what it leaves there no process outside sees."""
+
+RUNTIME = ("/run", "/var/run")
+"""Folders of the host's running services, covered: their sockets (the service manager's, the
+container engine's, the message bus's) would run a confined process's requests outside its
+confinement, as the worker's user, or as root for a worker run as root. The resolver's file,
+where ``/etc/resolv.conf`` leads into one of them, goes back read-only."""
 
 WRITABLE = ("/tmp", "/var/tmp", "/dev")
 """What a confined process may write besides its kept folders (of ``/dev``, only
@@ -274,7 +291,20 @@ def _own_proc(libc: ctypes.CDLL) -> bool:
 
 
 def _cover(libc: ctypes.CDLL, plan: Confinement) -> None:
-    """Hide and keep as ``plan`` says, then make the rest read-only, in this mount namespace."""
+    """Hide and keep as ``plan`` says, give this process its own ``SCRATCH``, cover
+    ``RUNTIME``, then make the rest read-only, in this mount namespace."""
+    scratch = [p for p in SCRATCH if os.path.isdir(p) and not os.path.islink(p)]
+    runtime = [p for p in RUNTIME if os.path.isdir(p) and not os.path.islink(p)]
+    resolver = os.path.realpath("/etc/resolv.conf")
+    plan = Confinement(
+        hide=(*plan.hide, *scratch, *runtime),
+        keep=plan.keep,
+        readonly=(
+            *plan.readonly,
+            *([resolver] if any(_inside(resolver, r) for r in runtime) else []),
+        ),
+    )
+    private = {os.path.realpath(p) for p in scratch}
     hidden, keeps = _targets(plan)
     folders = [p for p in hidden if os.path.isdir(p)]
     files = [p for p in hidden if not os.path.isdir(p)]
@@ -291,13 +321,23 @@ def _cover(libc: ctypes.CDLL, plan: Confinement) -> None:
     )
     steps += [(0, 0, f, -1) for f in folders if f not in holding]
 
-    def mount(source: str | None, target: str, flags: int, what: str, tmpfs: bool = False) -> None:
-        _mount(libc, source, target, flags, what, tmpfs)
+    def mount(
+        source: str | None,
+        target: str,
+        flags: int,
+        what: str,
+        tmpfs: bool = False,
+        mode: str = "0755",
+    ) -> None:
+        _mount(libc, source, target, flags, what, tmpfs, mode)
 
     try:
         for _, _, path, index in steps:
             if index < 0:
-                mount("tmpfs", path, _MS_NOSUID | _MS_NODEV, "cover", tmpfs=True)
+                # under a scratch folder covered before it, it is to be made again
+                os.makedirs(path, exist_ok=True)
+                mode = "1777" if path in private else "0755"
+                mount("tmpfs", path, _MS_NOSUID | _MS_NODEV, "cover", tmpfs=True, mode=mode)
                 continue
             source = f"/proc/self/fd/{sources[index]}"
             if os.path.isdir(source):
@@ -312,7 +352,8 @@ def _cover(libc: ctypes.CDLL, plan: Confinement) -> None:
         for path in files:
             mount("/dev/null", path, _MS_BIND, "cover")
         for folder in folders:
-            mount(None, folder, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "seal")
+            if folder not in private:
+                mount(None, folder, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV, "seal")
         writable = [t for t, _, readonly in keeps if not readonly]
         for path in WRITABLE:  # on a mount of their own, so that they stay writable
             if os.path.isdir(path) and not os.path.ismount(path):
@@ -336,9 +377,15 @@ _DEV_LINKS = {
 
 
 def _mount(
-    libc: ctypes.CDLL, source: str | None, target: str, flags: int, what: str, tmpfs: bool = False
+    libc: ctypes.CDLL,
+    source: str | None,
+    target: str,
+    flags: int,
+    what: str,
+    tmpfs: bool = False,
+    mode: str = "0755",
 ) -> None:
-    kind, data = (b"tmpfs", b"mode=0755") if tmpfs else (None, None)
+    kind, data = (b"tmpfs", f"mode={mode}".encode()) if tmpfs else (None, None)
     encoded = None if source is None else os.fsencode(source)
     _call(libc.mount(encoded, os.fsencode(target), kind, flags, data), what, target)
 
