@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -31,6 +33,7 @@ from tessera_worker.launcher import (
     confinement,
     launch_ranks,
     rank_specs,
+    shared_memory,
 )
 from tests.worker.test_launcher import SECRET, _launch, _settings, credentials
 
@@ -80,10 +83,9 @@ def test_a_confined_process_sees_only_what_its_plan_keeps(
     (home / "logs" / "t1" / "mine").write_text("the task's own")
     (home / "logs" / "t2").mkdir()
     (home / "logs" / "t2" / "other").write_text("another task's")
-    # a file named alone reads as empty (here in /dev/shm, which a confined process shares)
-    token = Path("/dev/shm") / f"confine-token-{uuid.uuid4().hex}"
+    # a file named alone reads as empty, even in a folder kept writable
+    token = home / "logs" / "t1" / "party.token"
     token.write_text("the party token")
-    request.addfinalizer(lambda: token.unlink(missing_ok=True))
     (home / "tokens").mkdir()
     (home / "tokens" / "bob.token").write_text("a token under the hidden folder")
     hide = (str(home), str(token), str(home / "tokens" / "bob.token"))
@@ -282,6 +284,65 @@ def test_a_helper_killed_alone_at_any_moment_leaves_nothing_behind(tmp_path: Pat
     assert _running_with(word) == []
 
 
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux's unshare")
+def test_mounts_out_of_sight_under_later_ones_do_not_stop_the_confinement(tmp_path: Path) -> None:
+    """A mount under /proc (binfmt_misc, on many hosts) is under the namespace's own /proc, and
+    one on a folder of the home is under its cover: neither can be sealed, nor need be. Made
+    in a namespace of this test's own, so that the host's mounts stay as they are."""
+    home = tmp_path / "home"
+    (home / "logs" / "t1").mkdir(parents=True)
+    plan = Confinement(hide=(str(home),), keep=(str(home / "logs" / "t1"),))
+    confined = shlex.join(plan.command([sys.executable, "-c", "print('ran')"]))
+    script = (
+        f"mount -t tmpfs none /proc/sys/fs/binfmt_misc && mount -t tmpfs none {home}/logs && "
+        f"mkdir {home}/logs/t1 && {confined}"
+    )
+    done = subprocess.run(
+        ["unshare", "--user", "--map-root-user", "--mount", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, done.stdout) == (0, "ran\n"), done.stderr
+
+
+SHM = """
+import os, sys
+open(os.path.join("/dev/shm", sys.argv[1]), "w").write(sys.argv[1])
+print(sorted(os.listdir("/dev/shm")))
+"""
+
+
+def test_processes_given_one_shared_memory_folder_share_it_and_only_it(tmp_path: Path) -> None:
+    host = Path("/dev/shm") / f"tessera-host-{uuid.uuid4().hex}"  # another program's segment
+    task, other = (Path("/dev/shm") / f"tessera-{uuid.uuid4().hex}" for _ in range(2))
+    host.write_text("not the rank's")
+
+    def run(shm: Path | None, name: str) -> str:
+        plan = Confinement(hide=(str(tmp_path),), shm=None if shm is None else str(shm))
+        done = subprocess.run(
+            plan.command([sys.executable, "-c", SHM, name]), capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    try:
+        assert run(task, "a") == "['a']"
+        assert run(task, "b") == "['a', 'b']"  # the same task's
+        assert run(other, "c") == "['c']"  # another task's
+        assert run(None, "d") == "['d']"  # an empty one of its own
+        assert (task / "a").read_text() == "a" and task.stat().st_mode & 0o777 == 0o700
+        os.chmod(other, 0o755)  # a folder others may enter is not taken
+        plan = Confinement(hide=(str(tmp_path),), shm=str(other))
+        done = subprocess.run(plan.command(["/bin/true"]), capture_output=True, text=True)
+        assert done.returncode == confine.EXIT_CODE
+        assert "not this user's alone" in done.stderr
+    finally:
+        host.unlink()
+        shutil.rmtree(task, ignore_errors=True)
+        shutil.rmtree(other, ignore_errors=True)
+
+
 def test_this_host_can_confine_ranks() -> None:
     assert confine.probe() == confine.Probe(problem=None, own_proc=True)
 
@@ -300,6 +361,8 @@ def test_a_rank_reads_its_own_credentials_and_data_and_none_of_its_workers_secre
     (tmp_path / "dave-keys").mkdir()
     (tmp_path / "carol-identity" / "dave").symlink_to(tmp_path / "dave-keys")
     (home / "checkpoints").symlink_to(tmp_path / "disk" / "checkpoints", target_is_directory=True)
+    # a link to the Python the ranks run: where it leads stays in their sight
+    (home / "python").symlink_to(Path(sys.executable).resolve().parent)
     earlier = home / "checkpoints" / "job-earlier" / "step-000000010" / "rank-0.pt"
     earlier.parent.mkdir(parents=True)
     earlier.write_text("weights of an earlier job")
@@ -352,6 +415,9 @@ def test_a_rank_reads_its_own_credentials_and_data_and_none_of_its_workers_secre
     assert {seen[f"write {p}"] for p in denied} == {"refused: Read-only file system"}
     assert earlier.read_text() == "weights of an earlier job"
     assert written.read_text() == "written by the rank"
+    # temporary files on disk, in the task's folder; its shared memory gone with it
+    assert seen["tmpdir"] == str(home / "tasks" / task / "tmp")
+    assert not Path(shared_memory(task)).exists()
 
 
 def test_a_rank_cannot_make_its_worker_read_a_file_for_it(tmp_path: Path) -> None:

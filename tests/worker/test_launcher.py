@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -23,7 +24,13 @@ from tessera_ml.security.pki import Authority, Identity, issue_credentials
 from tessera_ml.worlds import free_port
 from tessera_worker.identity import TaskCredentials
 from tessera_worker.launch import HostedRank, Rendezvous, TaskLaunch
-from tessera_worker.launcher import LaunchSettings, Outcome, launch_ranks, rank_environment
+from tessera_worker.launcher import (
+    LaunchSettings,
+    Outcome,
+    launch_ranks,
+    rank_environment,
+    shared_memory,
+)
 from tests.worker.proc_scan import pids_with, wait_for, wait_until_gone
 from tests.worker.toy_algorithm import ENTRY_POINT, PRIVATE_CAUSE
 
@@ -259,6 +266,8 @@ def test_killing_the_launcher_leaves_no_rank_behind(tmp_path: Path) -> None:
         launcher.kill()
         for pid in pids_with(_ranks_of(task)):
             os.kill(pid, signal.SIGKILL)
+        # a launcher killed so cannot remove its task's shared memory folder
+        shutil.rmtree(shared_memory(task), ignore_errors=True)
 
 
 @pytest.mark.gpu

@@ -21,6 +21,7 @@ import logging
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -79,6 +80,7 @@ def peek(ctx: RankContext) -> dict[str, Any]:
             seen[f"write {path}"] = "written"
         except OSError as exc:
             seen[f"write {path}"] = f"refused: {exc.strerror}"
+    seen["tmpdir"] = tempfile.gettempdir()
     for pid in options.get("signal", []):
         try:
             os.kill(pid, 0)

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import importlib.util
 import json
 import os
 import re
@@ -91,10 +92,19 @@ class Confinement:
     keep: tuple[str, ...] = ()
     readonly: tuple[str, ...] = ()
     """Like ``keep``, but put back read-only."""
+    shm: str | None = None
+    """A folder of the host's ``/dev/shm`` shown as the process's ``/dev/shm`` (made, only this
+    user's, where missing), so that processes given the same one share memory, and no other
+    process's segments are in reach; where None, an empty one of its own."""
 
     def to_json(self) -> str:
         return json.dumps(
-            {"hide": list(self.hide), "keep": list(self.keep), "readonly": list(self.readonly)}
+            {
+                "hide": list(self.hide),
+                "keep": list(self.keep),
+                "readonly": list(self.readonly),
+                "shm": self.shm,
+            }
         )
 
     @classmethod
@@ -104,6 +114,7 @@ class Confinement:
             hide=tuple(data["hide"]),
             keep=tuple(data.get("keep", ())),
             readonly=tuple(data.get("readonly", ())),
+            shm=data.get("shm"),
         )
 
     def command(self, argv: Sequence[str], python: str = sys.executable) -> list[str]:
@@ -182,7 +193,6 @@ DEVICES = (
     "random",
     "urandom",
     "tty",
-    "shm",
     "nvidia*",
     "dri",
     "kfd",
@@ -190,11 +200,12 @@ DEVICES = (
     "infiniband/rdma_cm",
 )
 """What of the host's ``/dev`` a confined process keeps (names or patterns, at most one folder
-deep): the devices every program may use, ``/dev/shm``, and the GPUs and RDMA adapters of
+deep), besides a ``/dev/shm`` of its own (``Confinement.shm``): the devices every program may
+use, and the GPUs and RDMA adapters of
 NVIDIA, AMD and InfiniBand (with the control devices of their drivers). The rest (disks,
 consoles, the kernel's log, InfiniBand's management devices) is gone: a process of a worker
-run as root could otherwise read a disk that root owns. All but ``/dev/shm`` are read-only
-mounts: using a device writes no inode, but changing its owner or mode would (on the host)."""
+run as root could otherwise read a disk that root owns. They are read-only mounts: using a
+device writes no inode, but changing its owner or mode would (on the host)."""
 
 SCRATCH = ("/tmp", "/var/tmp")
 """Folders a confined process gets empty and writable, its own (what it needs of the host's
@@ -207,6 +218,23 @@ RUNTIME = ("/run", "/var/run")
 container engine's, the message bus's) would run a confined process's requests outside its
 confinement, as the worker's user, or as root for a worker run as root. The resolver's file,
 where ``/etc/resolv.conf`` leads into one of them, goes back read-only."""
+
+RUNTIME_KEPT = ("/run/current-system", "/run/opengl-driver", "/run/opengl-driver-32")
+"""What of ``RUNTIME`` goes back read-only where it is there: on NixOS, the system's programs
+and the GPU driver's libraries."""
+
+
+def _python() -> list[str]:
+    """Where the Python running this module has its files, and those of this package and of
+    ``tessera_ml`` (an editable install maps them from folders on no import path): the
+    process it confines is most likely the same Python, and must find them where they were."""
+    found = {sys.prefix, sys.exec_prefix, sys.base_prefix, os.path.dirname(sys.executable)}
+    found |= {p for p in sys.path if p}
+    for name in ("tessera_worker", "tessera_ml"):
+        spec = importlib.util.find_spec(name)
+        found |= set(spec.submodule_search_locations or ()) if spec is not None else set()
+    return sorted(found)
+
 
 WRITABLE = ("/tmp", "/var/tmp", "/dev")
 """What a confined process may write besides its kept folders (of ``/dev``, only
@@ -259,7 +287,12 @@ def _seal_the_rest(libc: ctypes.CDLL, writable: list[str]) -> None:
             continue
         flags = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _locked_flags(options)
         if libc.mount(None, os.fsencode(point), None, flags, None) != 0:
-            if ctypes.get_errno() in (errno.ENOENT, errno.ENOTDIR):  # under a cover, or gone
+            code = ctypes.get_errno()
+            if code in (errno.ENOENT, errno.ENOTDIR):  # under a cover, or gone
+                continue
+            # under a mount made since (the namespace's /proc over the host's binfmt_misc,
+            # a cover over a folder of the home on a disk of its own): out of sight already
+            if code == errno.EINVAL and not os.path.ismount(point):
                 continue
             _call(-1, "make read-only", point)
 
@@ -293,18 +326,15 @@ def _own_proc(libc: ctypes.CDLL) -> bool:
 def _cover(libc: ctypes.CDLL, plan: Confinement) -> None:
     """Hide and keep as ``plan`` says, give this process its own ``SCRATCH``, cover
     ``RUNTIME``, then make the rest read-only, in this mount namespace."""
-    scratch = [p for p in SCRATCH if os.path.isdir(p) and not os.path.islink(p)]
-    runtime = [p for p in RUNTIME if os.path.isdir(p) and not os.path.islink(p)]
+    scratch = sorted({os.path.realpath(p) for p in SCRATCH if os.path.isdir(p)})
+    runtime = sorted({os.path.realpath(p) for p in RUNTIME if os.path.isdir(p)} - set(scratch))
     resolver = os.path.realpath("/etc/resolv.conf")
     plan = Confinement(
         hide=(*plan.hide, *scratch, *runtime),
         keep=plan.keep,
-        readonly=(
-            *plan.readonly,
-            *([resolver] if any(_inside(resolver, r) for r in runtime) else []),
-        ),
+        readonly=(*plan.readonly, *_python(), *RUNTIME_KEPT, resolver),
     )
-    private = {os.path.realpath(p) for p in scratch}
+    private = set(scratch)
     hidden, keeps = _targets(plan)
     folders = [p for p in hidden if os.path.isdir(p)]
     files = [p for p in hidden if not os.path.isdir(p)]
@@ -401,12 +431,32 @@ def _devices() -> list[str]:
     return sorted(set(found), key=lambda entry: (entry.count("/"), entry))
 
 
-def _own_dev(libc: ctypes.CDLL) -> None:
-    """Replace ``/dev`` by a read-only folder holding only ``DEVICES``, as they are."""
+def _shared_memory(folder: str) -> int:
+    """An ``O_PATH`` descriptor of ``folder`` in the host's ``/dev/shm``, made where missing;
+    refused unless it is a folder of this user's that no one else may enter."""
+    try:
+        os.mkdir(folder, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise ConfineError(exc.errno or 0, f"make {folder}: {exc.strerror}") from exc
+    fd = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
+    found = os.fstat(fd)
+    if found.st_uid != os.geteuid() or found.st_mode & 0o077:
+        os.close(fd)
+        raise ConfineError(errno.EPERM, f"shared memory {folder}: not this user's alone")
+    return fd
+
+
+def _own_dev(libc: ctypes.CDLL, shm: str | None) -> None:
+    """Replace ``/dev`` by a read-only folder holding only ``DEVICES``, as they are, and a
+    ``/dev/shm``: ``shm`` if given, else an empty one of its own."""
     if not os.path.isdir("/dev"):
         return
     entries = _devices()
     sources = {entry: os.open(f"/dev/{entry}", os.O_PATH) for entry in entries}
+    if shm is not None:
+        sources["shm"] = _shared_memory(shm)
     sealed = _MS_NOSUID | _MS_NODEV | _MS_NOEXEC
     try:
         _mount(libc, "tmpfs", "/dev", sealed, "cover", tmpfs=True)
@@ -421,6 +471,9 @@ def _own_dev(libc: ctypes.CDLL) -> None:
             if entry != "shm":
                 readonly = _MS_BIND | _MS_REMOUNT | _MS_RDONLY | _locked_flags(_options_at(target))
                 _mount(libc, None, target, readonly, "keep read-only")
+        if shm is None:
+            os.mkdir("/dev/shm")
+            _mount(libc, "tmpfs", "/dev/shm", _MS_NOSUID | _MS_NODEV, "cover", True, "1777")
         for name, target in _DEV_LINKS.items():
             os.symlink(target, f"/dev/{name}")
         _mount(libc, None, "/dev", _MS_REMOUNT | _MS_RDONLY | sealed, "seal")
@@ -455,7 +508,7 @@ def _init(
     os.setsid()
     try:
         _own_proc(libc)
-        _own_dev(libc)
+        _own_dev(libc, plan.shm)
         _cover(libc, plan)
     except OSError as exc:
         print(f"{SAYS}cannot confine the rank: {exc}", file=sys.stderr, flush=True)
@@ -513,7 +566,7 @@ def run(plan: Confinement, argv: Sequence[str]) -> int:
         status = int(reported)
     if os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        if sig not in (signal.SIGKILL, signal.SIGSTOP):
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL's, the C library's: cannot
             signal.signal(sig, signal.SIG_DFL)
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # the rank's fault, not this core's
         signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
@@ -542,7 +595,10 @@ def probe(python: str = sys.executable, timeout_s: float = 30.0) -> Probe:
         kept.mkdir()
         plan = Confinement(hide=(str(secret.parent),), keep=(str(kept),))
         check = (
-            "import os, sys; "
+            "import importlib.util, os, sys; "
+            # the code a rank runs is in its sight (an editable install maps it from a folder
+            # on no import path, maybe in a scratch folder)
+            "open(importlib.util.find_spec('tessera_worker.rank').origin).close(); "
             "own = sorted(int(p) for p in os.listdir('/proc') if p.isdigit()) == [1, os.getpid()]; "
             "print('own /proc' if own else 'shared /proc'); "
             f"sys.exit(os.path.exists({str(secret)!r}) or not os.path.isdir({str(kept)!r}))"

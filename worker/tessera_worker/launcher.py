@@ -9,8 +9,10 @@ Whatever happens, including an exception in the launcher itself, no rank process
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -251,14 +253,47 @@ def _links_out_of(home: Path) -> list[str]:
     return targets
 
 
+def _code_folders(entry_point: str) -> set[str]:
+    """Where the code a rank imports lies: this worker's packages and the entry point's top
+    package (an editable install maps them from folders on no import path)."""
+    found: set[str] = set()
+    for name in ("tessera_worker", "tessera_ml", entry_point.split(":")[0].split(".")[0]):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if spec is not None and spec.submodule_search_locations:
+            found |= set(spec.submodule_search_locations)
+        elif spec is not None and spec.origin and os.path.isabs(spec.origin):
+            found.add(os.path.dirname(spec.origin))
+    return found
+
+
+def _overlaps(path: str, folders: set[str]) -> bool:
+    """Whether ``path`` is one of ``folders``, lies in one, or holds one."""
+    return any(
+        path == f or path.startswith(f.rstrip("/") + "/") or f.startswith(path.rstrip("/") + "/")
+        for f in folders
+    )
+
+
+def shared_memory(task_id: str) -> str:
+    """The folder of the host's ``/dev/shm`` a task's confined ranks share as theirs."""
+    return f"/dev/shm/tessera-{task_id}"
+
+
 def confinement(spec: RankLaunch, settings: LaunchSettings) -> Confinement:
     """What a rank of ``spec``'s task may see of the worker's files: of ``home``, its task's
     logs and credentials and its job's checkpoints, and read-only the party's data, the
     checkpoints of its other jobs (a job may start from one) and the Python it runs; none of
-    ``hidden``, nor where an entry of ``home`` that is a link leads."""
+    ``hidden``, nor where an entry of ``home`` that is a link leads (unless the Python it runs
+    is there: a virtual environment's link to its interpreter, say). Its ``/dev/shm`` is its
+    task's own."""
     home = settings.home
-    linked = _links_out_of(home)
-    python = {sys.prefix, sys.exec_prefix, str(Path(settings.python).parent), *sys.path} - {""}
+    python = {sys.prefix, sys.exec_prefix, str(Path(settings.python).parent), *sys.path}
+    python = (python | _code_folders(spec.entry_point)) - {""}
+    needed = {os.path.realpath(p) for p in python} | {os.path.realpath(settings.python)}
+    linked = [t for t in _links_out_of(home) if not _overlaps(t, needed)]
     return Confinement(
         hide=(str(home), *linked, *settings.hidden),
         keep=(
@@ -272,6 +307,7 @@ def confinement(spec: RankLaunch, settings: LaunchSettings) -> Confinement:
             *([settings.api_ca_file] if settings.api_ca_file else []),
             *sorted(python),
         ),
+        shm=shared_memory(spec.task_id),
     )
 
 
@@ -282,6 +318,11 @@ def start_ranks(specs: list[RankLaunch], settings: LaunchSettings) -> list[Runni
     if specs:  # the folders a confined rank is shown must be there when it starts
         settings.checkpoint_dir(specs[0].job_id).mkdir(parents=True, exist_ok=True)
         (settings.home / "data").mkdir(exist_ok=True)
+        # temporary files on disk, shared by the task's ranks and gone with its folder (a
+        # confined rank's /tmp is its own, in memory)
+        scratch = settings.task_dir(specs[0].task_id) / "tmp"
+        scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
+        env["TMPDIR"] = str(scratch)
     # one plan for the task: its ranks share their task's and job's folders
     plan = confinement(specs[0], settings) if settings.confine and specs else None
     started: list[RunningRank] = []
@@ -392,7 +433,10 @@ def launch_ranks(
     try:
         if on_started is not None:
             on_started(running)
+        return watch(launch, running, stop, settings)
     except BaseException:
         procs.kill_all([r.proc for r in running])
         raise
-    return watch(launch, running, stop, settings)
+    finally:
+        # what the ranks left in their shared memory goes with them (no link is followed)
+        shutil.rmtree(shared_memory(launch.task_id), ignore_errors=True)
