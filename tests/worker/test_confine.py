@@ -44,6 +44,7 @@ seen["processes"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
 seen["devices"] = sorted(os.listdir("/dev"))
 seen["run"] = sorted(os.listdir("/run")) if os.path.isdir("/run") else []
 seen["group"], seen["session"] = os.getpgid(0), os.getsid(0)
+seen["init"] = open("/proc/1/cmdline").read()
 try:  # to the mode it has: were the device writable here, the host's would not change
     os.chmod("/dev/null", os.stat("/dev/null").st_mode & 0o7777)
     seen["chmod"] = "changed"
@@ -131,6 +132,8 @@ def test_a_confined_process_sees_only_what_its_plan_keeps(
     assert seen["processes"] == [1, seen["pid"]]  # its init and itself
     # its init's group and session, not the helper's: kill(0, ...) reaches nothing outside
     assert seen["group"] == seen["session"] == 1
+    # its init's command line, which it can read, holds no plan (no hidden path)
+    assert "tessera_worker.confine" in seen["init"] and '"hide"' not in seen["init"]
     # of /dev, only what every program uses, shared memory and GPUs: no disk, no console
     common = {"null", "zero", "full", "random", "urandom", "tty", "shm"}
     gpus = {n for n in os.listdir("/dev") if n.startswith("nvidia") or n in ("dri", "kfd")}

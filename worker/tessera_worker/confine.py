@@ -625,18 +625,41 @@ def unavailable(python: str = sys.executable, timeout_s: float = 30.0) -> str | 
     return probe(python, timeout_s).problem
 
 
+PLAN_FD = "--plan-fd"
+
+
+def _hand_over(text: str, argv: Sequence[str]) -> None:
+    """Execute this module again (same process) with the plan in a memory file, not on the
+    command line, which any process may read: the namespace's init, a fork of this process,
+    would show the rank every path the plan hides."""
+    fd = os.memfd_create("tessera-confinement-plan", 0)
+    os.set_inheritable(fd, True)
+    os.write(fd, text.encode())
+    os.lseek(fd, 0, os.SEEK_SET)
+    module = [sys.executable, "-I", "-m", "tessera_worker.confine"]
+    os.execv(sys.executable, [*module, PLAN_FD, str(fd), *argv])
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if len(args) < 2:
+    handed_over = len(args) > 1 and args[0] == PLAN_FD
+    if len(args) < (3 if handed_over else 2):
         print("usage: python -m tessera_worker.confine PLAN ARGV...", file=sys.stderr)
         return 2
     try:
-        plan = Confinement.from_json(args[0])
-    except (ValueError, KeyError, TypeError) as exc:
+        if handed_over:
+            with os.fdopen(int(args[1]), "rb") as held:
+                text, command = held.read().decode(), args[2:]
+        else:
+            text, command = args[0], args[1:]
+        plan = Confinement.from_json(text)
+    except (OSError, ValueError, KeyError, TypeError) as exc:
         print(f"{SAYS}not a confinement plan: {exc}", file=sys.stderr, flush=True)
         return EXIT_CODE
     try:
-        return run(plan, args[1:])
+        if not handed_over:
+            _hand_over(text, command)
+        return run(plan, command)
     except OSError as exc:
         print(f"{SAYS}cannot confine the rank: {exc}", file=sys.stderr, flush=True)
         return EXIT_CODE
