@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ import pytest
 
 from tessera_api.db import scratch_postgres
 from tessera_ml.worlds import free_port
+from tessera_worker.launcher import shared_memory
 from tests.e2e.deployment import Deployment
 from tests.e2e.platform import why
 
@@ -36,6 +38,9 @@ def deployment(
             yield running
         finally:
             running.stop()
+            # a worker killed with SIGKILL leaves its tasks' shared memory folders behind
+            for task in (home / "tasks").glob("*"):
+                shutil.rmtree(shared_memory(task.name), ignore_errors=True)
 
 
 def workers_up(deployment: Deployment) -> None:
