@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import functools
 import importlib.util
 import json
 import os
@@ -351,15 +352,7 @@ def _cover(libc: ctypes.CDLL, plan: Confinement) -> None:
     )
     steps += [(0, 0, f, -1) for f in folders if f not in holding]
 
-    def mount(
-        source: str | None,
-        target: str,
-        flags: int,
-        what: str,
-        tmpfs: bool = False,
-        mode: str = "0755",
-    ) -> None:
-        _mount(libc, source, target, flags, what, tmpfs, mode)
+    mount = functools.partial(_mount, libc)
 
     try:
         for _, _, path, index in steps:
