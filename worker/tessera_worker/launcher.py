@@ -254,19 +254,17 @@ def _links_out_of(home: Path) -> list[str]:
 
 
 def _code_folders(entry_point: str) -> set[str]:
-    """Where the code a rank imports lies: this worker's packages and the entry point's top
-    package (an editable install maps them from folders on no import path)."""
-    found: set[str] = set()
-    for name in ("tessera_worker", "tessera_ml", entry_point.split(":")[0].split(".")[0]):
-        try:
-            spec = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            continue
-        if spec is not None and spec.submodule_search_locations:
-            found |= set(spec.submodule_search_locations)
-        elif spec is not None and spec.origin and os.path.isabs(spec.origin):
-            found.add(os.path.dirname(spec.origin))
-    return found
+    """Where the entry point's top package lies (an editable install maps it from a folder on
+    no import path); the helper keeps this worker's own packages (``confine._python``)."""
+    try:
+        spec = importlib.util.find_spec(entry_point.split(":")[0].split(".")[0])
+    except (ImportError, ValueError):
+        return set()
+    if spec is not None and spec.submodule_search_locations:
+        return set(spec.submodule_search_locations)
+    if spec is not None and spec.origin and os.path.isabs(spec.origin):
+        return {os.path.dirname(spec.origin)}
+    return set()
 
 
 def _overlaps(path: str, folders: set[str]) -> bool:
