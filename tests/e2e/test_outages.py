@@ -116,6 +116,10 @@ def test_a_worker_restarted_at_once_ends_its_old_task(deployment: Deployment) ->
     task = next(t for t in job["attempts"][-1]["tasks"] if t["id"] == south["id"])
     assert task["status"] == "failed"
     assert job["status"] == "failed"
+    # the restarted worker removed what the killed one's task left: its key, its shared memory
+    assert not (deployment.home / "tasks" / south["id"]).exists()
+    assert not Path(shared_memory(south["id"])).exists()
+    assert f"left: {south['id']}" in deployment.log("worker-south.out")
 
 
 def test_disabling_a_party_mid_job_ends_it_naming_the_disable(deployment: Deployment) -> None:

@@ -15,7 +15,7 @@ from urllib.parse import urlparse
 
 import httpx
 
-from tessera_worker import confine, hardware, procs
+from tessera_worker import confine, hardware, procs, task_locks
 from tessera_worker.agent import Agent
 from tessera_worker.broker import EMBEDDED, broker_problem, celery_settings, redact
 from tessera_worker.client import ApiError, ControlPlane
@@ -343,6 +343,9 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(problem)
         procs.keep_memory_private()  # ranks run as this user: they must not read its token
         runtime = build_runtime(args, confine_ranks=ranks_confined(args.confine_ranks))
+        swept = task_locks.sweep(runtime.launch)
+        if swept:
+            _say(f"removed what {len(swept)} task(s) that no worker runs left: {', '.join(swept)}")
         worker_id = register(runtime.agent, args.api, args.party)
     except UsageError as exc:
         print(f"tessera worker: {exc}", file=sys.stderr)

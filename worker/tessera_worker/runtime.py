@@ -17,6 +17,7 @@ import httpx
 
 from tessera_ml.ports import port_of, reserve_port
 from tessera_ml.registry import get_spec
+from tessera_worker import task_locks
 from tessera_worker.agent import Agent
 from tessera_worker.client import ApiError, ControlPlane
 from tessera_worker.identity import TaskCredentials, WorkerIdentity
@@ -95,7 +96,8 @@ class Runtime:
             self._report(launch, Outcome("failed", "the worker restarted while running the task"))
             return "failed"
         with self.agent.track(task_id) as stop:
-            outcome = self._run(launch, stop)
+            with task_locks.running(self.launch.home, launch.task_id):
+                outcome = self._run(launch, stop)
             if outcome.status == "cancelled" and self.agent.shutting_down:
                 outcome = Outcome("failed", "the worker shut down while the task ran")
             if outcome.lost_a_peer:
