@@ -8,6 +8,8 @@ BUILD_FILES := pyproject.toml setup.py worker/tessera_ml/algorithms/param_server
 	worker/tessera_ml/algorithms/zo_pair/native_signs.c
 STAMP := $(VENV)/.installed-$(shell cat $(BUILD_FILES) | cksum | cut -d' ' -f1)
 PYTEST_ARGS ?=
+# processes for the tests that may share the machine; those marked serial run after them, alone
+PYTEST_WORKERS ?= 2
 # where pip looks for torch: empty for pip's own index; a machine whose index serves the CUDA
 # build can ask for the CPU one with TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 TORCH_INDEX_URL ?=
@@ -45,8 +47,10 @@ lint:
 typecheck:
 	$(BIN)/mypy
 
+# exit status 5: no test of that kind among those PYTEST_ARGS selected
 pytest:
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) -m "not serial" $(PYTEST_ARGS) || [ $$? -eq 5 ]
+	$(BIN)/pytest -m serial $(PYTEST_ARGS) || [ $$? -eq 5 ]
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache frontend/node_modules frontend/dist

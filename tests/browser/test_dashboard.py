@@ -47,7 +47,7 @@ PARTY_TOKENS = {
     "carol": "tsp_browser-test-carol-0123456789",
 }
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.serial]
 
 
 def _require(ok: bool, why: str) -> None:

@@ -30,7 +30,7 @@ from tests.browser.test_dashboard import (
     stop_tessera,
 )
 
-pytestmark = pytest.mark.browser
+pytestmark = [pytest.mark.browser, pytest.mark.serial]
 
 HEADERS = {"Authorization": f"Bearer {TOKEN}"}
 

@@ -5,9 +5,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
+
 from tessera_ml.worlds import free_port
 from tessera_worker.broker import EMBEDDED
 from tests.e2e.deployment import Deployment
+
+pytestmark = pytest.mark.serial
 
 PARTIES = ("alice", "bob", "carol", "dave")
 BIND_WAIT_S = 60.0

@@ -24,6 +24,7 @@ from tests.ml.golden.curves import JOBS
 
 pytestmark = [
     pytest.mark.gpu,
+    pytest.mark.serial,
     pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
 ]
 

@@ -23,7 +23,7 @@ import pytest
 from tests.e2e.platform import ADMIN_TOKEN, Platform
 from tests.worker.proc_scan import pids_with, wait_for
 
-pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow, pytest.mark.serial]
 
 
 def as_party(platform: Platform, party: str) -> httpx.Client:

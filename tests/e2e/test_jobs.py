@@ -14,7 +14,7 @@ from tessera_ml.bench.ddp.bench import bench_job, ddp_outcomes
 from tests.e2e.platform import Platform, why
 from tests.worker.proc_scan import pids_with, wait_for, wait_until_gone
 
-pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow, pytest.mark.serial]
 
 
 def _tasks(job: dict[str, Any]) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ from tessera_worker.launcher import shared_memory
 from tests.e2e.deployment import Deployment
 from tests.e2e.platform import why
 
-pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow, pytest.mark.serial]
 
 PARTIES = ("north", "south")
 

@@ -15,7 +15,7 @@ from tessera_ml.worlds import free_port
 from tests.e2e.deployment import Deployment
 from tests.e2e.platform import why
 
-pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow, pytest.mark.serial]
 
 PARTIES = ["east", "west"]
 LEASE_S = 10.0  # the default of ``scheduler_lease_s``

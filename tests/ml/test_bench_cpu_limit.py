@@ -25,6 +25,9 @@ from tessera_ml.bench.hier_sync.cpu_limit import (
     weight,
 )
 
+# shares of a core are measured against whatever else runs on it
+pytestmark = pytest.mark.serial
+
 limits = pytest.mark.skipif(
     cpu_limit_kind() is None, reason="this machine lets no CPU bandwidth limit be set"
 )
