@@ -1,9 +1,16 @@
-"""The worker's process keeps its memory from the ranks it starts as the same user."""
+"""The worker's process keeps its memory from the ranks it starts as the same user, and knows
+when every process a child started is gone."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
+
+from tessera_worker import procs
 
 PROBE = """
 import ctypes, subprocess, sys
@@ -25,3 +32,40 @@ def test_the_worker_is_undumpable_and_the_ranks_it_starts_are_not() -> None:
         [sys.executable, "-c", PROBE], capture_output=True, text=True, check=True
     ).stdout.split()
     assert said == ["1", "True", "0", "1"]
+
+
+# starts a grandchild in a session of its own (out of reach of its group's signals) that keeps
+# what it inherited, and says its id
+PARENT = """
+import subprocess, sys
+child = subprocess.Popen(
+    [sys.executable, "-c", "import time; time.sleep(600)"],
+    start_new_session=True, close_fds=False, stdout=subprocess.DEVNULL,
+)
+print(child.pid, flush=True)
+import time; time.sleep(600)
+"""
+
+
+def test_a_lifeline_ends_only_when_every_process_holding_it_is_gone(tmp_path: Path) -> None:
+    watching, held = procs.lifeline()
+    parent = procs.spawn(
+        [sys.executable, "-c", PARENT],
+        env=dict(os.environ),
+        log_path=tmp_path / "out.log",
+        pass_fds=(held,),
+    )
+    os.close(held)
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "out.log").read_text().strip():
+        assert time.monotonic() < deadline and parent.poll() is None
+        time.sleep(0.05)
+    grandchild = int((tmp_path / "out.log").read_text().split()[0])
+    try:
+        procs.kill_all([parent])
+        assert parent.returncode == -signal.SIGKILL
+        copy = os.dup(watching)  # wait_closed closes what it is given
+        assert not procs.wait_closed([copy], timeout_s=0.5)  # the grandchild still holds it
+    finally:
+        os.kill(grandchild, signal.SIGKILL)
+    assert procs.wait_closed([watching], timeout_s=10)

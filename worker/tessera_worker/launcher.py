@@ -4,7 +4,8 @@
 (``failed``: the others are killed at once; the outcome names the rank that failed first, its
 party and its last output lines), or when the stop signal is set (``cancelled``: SIGTERM, a short
 grace, then SIGKILL).
-Whatever happens, including an exception in the launcher itself, no rank process survives it.
+Whatever happens, including an exception in the launcher itself, no rank process survives it: it
+returns once none of the ranks' processes is left, confinement's included (``procs.lifeline``).
 """
 
 from __future__ import annotations
@@ -110,6 +111,9 @@ class RunningRank:
     proc: subprocess.Popen[bytes]
     log: Path
     spec_path: Path
+    gone: int
+    """The watching end of the rank's ``procs.lifeline``: at its end of file, no process of the
+    rank is left (its confinement's helper and init, what it started)."""
 
     def failed_at(self) -> float:
         """When the rank caught its error (a rank killed by a signal never noted one)."""
@@ -332,15 +336,29 @@ def start_ranks(specs: list[RankLaunch], settings: LaunchSettings) -> list[Runni
             argv = [settings.python, "-m", "tessera_worker.rank", str(spec_path)]
             if plan is not None:
                 argv = plan.command(argv, settings.python)
-            fds = () if spec.store_fd is None else (spec.store_fd,)
-            # in the task's folder: a module a rank could leave in the worker's folder is on
-            # no later rank's import path
-            proc = procs.spawn(argv, env=env, log_path=log, pass_fds=fds, cwd=folder)
-            started.append(RunningRank(spec.rank, proc, log, spec_path))
+            gone, held = procs.lifeline()
+            fds = (held,) if spec.store_fd is None else (held, spec.store_fd)
+            try:
+                # in the task's folder: a module a rank could leave in the worker's folder is
+                # on no later rank's import path
+                proc = procs.spawn(argv, env=env, log_path=log, pass_fds=fds, cwd=folder)
+            except BaseException:
+                os.close(gone)
+                raise
+            finally:
+                os.close(held)
+            started.append(RunningRank(spec.rank, proc, log, spec_path, gone))
     except BaseException:
-        procs.kill_all([r.proc for r in started])
+        end(started, settings)
         raise
     return started
+
+
+def end(running: list[RunningRank], settings: LaunchSettings) -> bool:
+    """Kill every rank and wait until none of their processes is left; False if some were
+    still there after the stop grace and a few seconds more (they were SIGKILLed)."""
+    procs.kill_all([r.proc for r in running])
+    return procs.wait_closed([r.gone for r in running], settings.stop_grace_s + 5.0)
 
 
 def describe_exit(code: int) -> str:
@@ -432,9 +450,13 @@ def launch_ranks(
         if on_started is not None:
             on_started(running)
         return watch(launch, running, stop, settings)
-    except BaseException:
-        procs.kill_all([r.proc for r in running])
-        raise
     finally:
+        if not end(running, settings):
+            print(
+                f"tessera worker: processes of task {launch.task_id}'s ranks outlived SIGKILL "
+                "(an unconfined rank can start them in a session of their own)",
+                file=sys.stderr,
+                flush=True,
+            )
         # what the ranks left in their shared memory goes with them (no link is followed)
         shutil.rmtree(shared_memory(launch.task_id), ignore_errors=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import os
+import select
 import signal
 import subprocess
 import time
@@ -95,6 +96,32 @@ def stop_all(procs: Sequence[subprocess.Popen[bytes]], *, grace_s: float) -> Non
     while time.monotonic() < deadline and any(p.poll() is None for p in procs):
         time.sleep(0.05)
     kill_all(procs)
+
+
+def lifeline() -> tuple[int, int]:
+    """A pipe ``(watching, held)``: pass ``held`` to a child (``pass_fds``) and close it here;
+    whatever the child starts inherits it unless it closes it, so ``watching`` reads the end of
+    file once all of them are gone (``wait_closed``)."""
+    return os.pipe()
+
+
+def wait_closed(watching: Sequence[int], timeout_s: float) -> bool:
+    """Wait until no process holds the other end of any pipe of ``watching`` (what they write
+    is dropped), then close them; False if ``timeout_s`` ran out first."""
+    poller = select.poll()
+    for fd in watching:
+        poller.register(fd, select.POLLIN)
+    left, deadline = set(watching), time.monotonic() + timeout_s
+    try:
+        while left and (wait := deadline - time.monotonic()) > 0:
+            for fd, _ in poller.poll(wait * 1000):
+                if not os.read(fd, 65536):
+                    poller.unregister(fd)
+                    left.discard(fd)
+    finally:
+        for fd in watching:
+            os.close(fd)
+    return not left
 
 
 def kill_all(procs: Sequence[subprocess.Popen[bytes]]) -> None:
