@@ -125,7 +125,7 @@ class Confinement:
         return [python, "-I", "-m", "tessera_worker.confine", self.to_json(), *argv]
 
 
-def _inside(path: str, folder: str) -> bool:
+def inside(path: str, folder: str) -> bool:
     """Whether ``path`` lies in ``folder`` (not ``folder`` itself: keeping a hidden folder
     whole would hide nothing)."""
     return path != folder and path.startswith(folder.rstrip("/") + "/")
@@ -160,10 +160,10 @@ def _targets(plan: Confinement) -> tuple[list[str], list[tuple[str, str, bool]]]
         path = os.path.abspath(path)
         if path in named:  # keeping a hidden folder whole would hide nothing
             continue
-        folder = next((h for h in named if _inside(path, h)), None)
+        folder = next((h for h in named if inside(path, h)), None)
         if folder is not None:
             target = os.path.realpath(folder) + path[len(folder) :]
-        elif any(_inside(os.path.realpath(path), h) for h in hidden):
+        elif any(inside(os.path.realpath(path), h) for h in hidden):
             target = os.path.realpath(path)
         else:
             continue
@@ -173,7 +173,7 @@ def _targets(plan: Confinement) -> tuple[list[str], list[tuple[str, str, bool]]]
     keeps = [
         (target, path, readonly)
         for i, (target, (path, readonly)) in enumerate(ordered)
-        if not any(_inside(target, t) and kept[t][1] == readonly for t, _ in ordered[:i])
+        if not any(inside(target, t) and kept[t][1] == readonly for t, _ in ordered[:i])
     ]
     # what lies in a hidden folder is hidden with it, unless a kept path shows it again; one
     # that holds kept paths is covered all the same, so that it is read-only around them (the
@@ -181,8 +181,8 @@ def _targets(plan: Confinement) -> tuple[list[str], list[tuple[str, str, bool]]]
     hidden = [
         p
         for i, p in enumerate(hidden)
-        if not any(_inside(p, q) for q in hidden[:i])
-        or any(_inside(p, t) or _inside(t, p) for t, _, _ in keeps)
+        if not any(inside(p, q) for q in hidden[:i])
+        or any(inside(p, t) or inside(t, p) for t, _, _ in keeps)
     ]
     return hidden, keeps
 
@@ -282,7 +282,7 @@ def _seal_the_rest(libc: ctypes.CDLL, writable: list[str]) -> None:
     """Remount read-only every mount but those at or under ``writable``. Read from the mount
     table, not from the paths: an automount point is left untouched, never set off."""
     for point, options, kind in sorted(_mounts(), key=lambda mount: len(mount[0])):
-        if any(point == w or _inside(point, w) for w in writable):
+        if any(point == w or inside(point, w) for w in writable):
             continue
         if "ro" in options or kind == "autofs":
             continue
@@ -343,7 +343,7 @@ def _cover(libc: ctypes.CDLL, plan: Confinement) -> None:
     sources = [os.open(path, os.O_PATH) for _, path, _ in keeps]
     # a folder with kept paths inside is covered before they go back in; the others after
     # every bind, so that a recursive bind of a kept path does not carry their covers along
-    holding = [f for f in folders if any(_inside(t, f) for t, _, _ in keeps)]
+    holding = [f for f in folders if any(inside(t, f) for t, _, _ in keeps)]
     steps = sorted(
         [
             *((len(f), 0, f, -1) for f in holding),

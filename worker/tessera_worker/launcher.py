@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tessera_worker import procs, rank_files
-from tessera_worker.confine import Confinement
+from tessera_worker.confine import Confinement, inside
 from tessera_worker.identity import TaskCredentials
 from tessera_worker.launch import RankLaunch, Rendezvous, TaskLaunch
 from tessera_worker.peer_loss import lost_a_peer
@@ -273,10 +273,7 @@ def _code_folders(entry_point: str) -> set[str]:
 
 def _overlaps(path: str, folders: set[str]) -> bool:
     """Whether ``path`` is one of ``folders``, lies in one, or holds one."""
-    return any(
-        path == f or path.startswith(f.rstrip("/") + "/") or f.startswith(path.rstrip("/") + "/")
-        for f in folders
-    )
+    return any(path == f or inside(path, f) or inside(f, path) for f in folders)
 
 
 def shared_memory(task_id: str) -> str:
