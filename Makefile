@@ -47,10 +47,15 @@ lint:
 typecheck:
 	$(BIN)/mypy
 
-# exit status 5: no test of that kind among those PYTEST_ARGS selected
+# exit status 5: no test of that kind among those PYTEST_ARGS selected; PYTEST_ARGS with a -m
+# of its own runs in one pass
 pytest:
+ifneq ($(filter -m,$(PYTEST_ARGS)),)
+	$(BIN)/pytest $(PYTEST_ARGS)
+else
 	$(BIN)/pytest -n $(PYTEST_WORKERS) -m "not serial" $(PYTEST_ARGS) || [ $$? -eq 5 ]
 	$(BIN)/pytest -m serial $(PYTEST_ARGS) || [ $$? -eq 5 ]
+endif
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache frontend/node_modules frontend/dist

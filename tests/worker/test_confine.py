@@ -496,6 +496,32 @@ def test_a_rank_reaches_no_process_outside_and_leaves_none_behind(tmp_path: Path
     assert _running_with(word) == []
 
 
+def test_an_unconfined_task_ends_once_what_its_rank_started_with_its_files_is_gone(
+    tmp_path: Path,
+) -> None:
+    """Out of the launcher's reach (a session of its own, no namespace around it), a process
+    that kept the rank's open files holds its lifeline: the task ends only once it is gone."""
+    home = tmp_path / "home"
+    task = uuid.uuid4().hex
+    word = f"lingering-{task}"
+    launch = _launch(
+        task,
+        [0],
+        ["alice"],
+        paths=[],
+        daemon=word,
+        daemon_s=2,
+        daemon_keeps_fds=True,
+        write_to=str(home / "note"),
+    )
+    settings = replace(_settings(home), confine=False)
+
+    outcome = _run(launch, settings, "tests.worker.toy_algorithm:peek")
+
+    assert outcome.status == "succeeded", outcome.reason
+    assert _running_with(word) == []
+
+
 @pytest.mark.parametrize("field", ["job_id", "task_id"])
 @pytest.mark.parametrize("value", ["../identity", "a/b", ".", ""])
 def test_a_task_whose_ids_are_paths_is_refused(field: str, value: str) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +17,7 @@ import pytest
 
 from tessera_worker import task_locks
 from tessera_worker.launcher import LaunchSettings, shared_memory
+from tessera_worker.rank_files import remove_tree
 
 # a task as the runtime runs one: its lock first, then its folders; it stops at a line on stdin
 TASK = """
@@ -41,7 +41,7 @@ def settings(tmp_path: Path) -> Iterator[LaunchSettings]:
     settings = LaunchSettings(home=tmp_path / "home")
     yield settings
     for task in (settings.home / "tasks").glob("*"):
-        shutil.rmtree(shared_memory(task.name), ignore_errors=True)
+        remove_tree(shared_memory(task.name))
 
 
 def start_task(settings: LaunchSettings) -> tuple[str, subprocess.Popen[str]]:
@@ -73,7 +73,7 @@ def test_a_killed_tasks_credentials_and_shared_memory_go_and_its_logs_stay(
     proc.wait(10)
     assert all(left_by(settings, task).values())
 
-    assert task_locks.sweep(settings) == [task]
+    assert task_locks.sweep(settings) == ([task], [])
 
     gone = {"credentials": False, "shared memory": False, "logs": True, "lock": False}
     assert left_by(settings, task) == gone
@@ -86,7 +86,7 @@ def test_a_running_tasks_folders_stay_until_it_ends(settings: LaunchSettings) ->
     proc.wait(10)
     running, proc = start_task(settings)
     try:
-        assert task_locks.sweep(settings) == [killed]
+        assert task_locks.sweep(settings) == ([killed], [])
         assert all(left_by(settings, running).values())
     finally:
         assert proc.stdin is not None
@@ -95,7 +95,7 @@ def test_a_running_tasks_folders_stay_until_it_ends(settings: LaunchSettings) ->
         assert proc.wait(10) == 0
     # ended without removing its folders (the runtime does that): they are a killed task's now
     assert not left_by(settings, running)["lock"]
-    assert task_locks.sweep(settings) == [running]
+    assert task_locks.sweep(settings) == ([running], [])
 
 
 def test_a_task_starting_during_a_sweep_holds_a_lock_the_next_sweep_sees(
@@ -128,9 +128,47 @@ def test_a_task_starting_during_a_sweep_holds_a_lock_the_next_sweep_sees(
         out = subprocess.run(
             [sys.executable, "-c", sweep, str(settings.home)], capture_output=True, text=True
         )
-        assert out.stdout.strip() == "[]", out.stderr
+        assert out.stdout.strip() == "([], [])", out.stderr
         assert settings.task_dir(task).exists()
     finally:
         release.set()
         thread.join(10)
     assert not path.exists()
+
+
+def _nest(folder: Path, depth: int) -> None:
+    """``depth`` folders one in another under ``folder``, as a rank may leave them."""
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(depth):
+        os.mkdir("d", dir_fd=fd)
+        inner = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = inner
+    os.close(fd)
+
+
+def test_folders_nested_deeper_than_pythons_recursion_are_removed(
+    settings: LaunchSettings,
+) -> None:
+    task, proc = start_task(settings)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    _nest(settings.task_dir(task), sys.getrecursionlimit() + 500)
+    _nest(Path(shared_memory(task)), sys.getrecursionlimit() + 500)
+
+    assert task_locks.sweep(settings) == ([task], [])
+    assert not any(left_by(settings, task)[k] for k in ("credentials", "shared memory"))
+
+
+def test_a_task_it_cannot_look_at_is_named_and_the_others_are_swept(
+    settings: LaunchSettings,
+) -> None:
+    task, proc = start_task(settings)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    (settings.home / "locks" / "odd").mkdir()  # not a file: it cannot be locked
+
+    swept, problems = task_locks.sweep(settings)
+
+    assert swept == [task]
+    assert len(problems) == 1 and problems[0].startswith("task odd: ")

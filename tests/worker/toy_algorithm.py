@@ -6,7 +6,8 @@ FIFOs (``fifos``), then exits with code 1, as a rank trying to make its worker r
 configuration names ("missing", "unreadable" or the file's text), whether it could write
 each of ``try_write`` and signal each process of ``signal``, then writes ``write_to``; with
 ``daemon`` set, it first starts a process in a session of its own that sleeps for ten minutes
-with that word on its command line, as a rank leaving something behind would.
+(``daemon_s``) with that word on its command line, as a rank leaving something behind would,
+keeping the rank's open files with ``daemon_keeps_fds``.
 
 Options of ``run`` come from the configuration: ``steps``, ``step_s`` (sleep per step),
 ``crash_rank`` and ``crash_step`` (that rank raises there, from a cause that quotes private
@@ -88,8 +89,12 @@ def peek(ctx: RankContext) -> dict[str, Any]:
         except OSError as exc:
             seen[f"signal {pid}"] = type(exc).__name__
     if options.get("daemon"):
-        sleep = [sys.executable, "-c", "import time; time.sleep(600)", options["daemon"]]
-        subprocess.Popen(sleep, start_new_session=True, stdout=subprocess.DEVNULL)
+        wait = f"import time; time.sleep({float(options.get('daemon_s', 600))})"
+        sleep = [sys.executable, "-c", wait, options["daemon"]]
+        keep = bool(options.get("daemon_keeps_fds"))
+        subprocess.Popen(
+            sleep, start_new_session=True, stdout=subprocess.DEVNULL, close_fds=not keep
+        )
     print("peek " + json.dumps(seen), flush=True)
     Path(options["write_to"]).write_text("written by the rank")
     return {}

@@ -343,9 +343,11 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(problem)
         procs.keep_memory_private()  # ranks run as this user: they must not read its token
         runtime = build_runtime(args, confine_ranks=ranks_confined(args.confine_ranks))
-        swept = task_locks.sweep(runtime.launch)
+        swept, problems = task_locks.sweep(runtime.launch)
         if swept:
             _say(f"removed what {len(swept)} task(s) that no worker runs left: {', '.join(swept)}")
+        for problem in problems:
+            _say(f"could not tidy after a stopped task: {problem}")
         worker_id = register(runtime.agent, args.api, args.party)
     except UsageError as exc:
         print(f"tessera worker: {exc}", file=sys.stderr)

@@ -10,7 +10,6 @@ party token never reach a rank.
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from tessera_ml.security.pki import (
     sign,
     write_private,
 )
+from tessera_worker import rank_files
 from tessera_worker.client import ControlPlane
 
 
@@ -36,7 +36,7 @@ class TaskCredentials:
     token: str
 
     def remove(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
+        rank_files.remove_tree(self.folder)
 
 
 class WorkerIdentity:

@@ -5,7 +5,7 @@
 party and its last output lines), or when the stop signal is set (``cancelled``: SIGTERM, a short
 grace, then SIGKILL).
 Whatever happens, including an exception in the launcher itself, no rank process survives it: it
-returns once none of the ranks' processes is left, confinement's included (``procs.lifeline``).
+returns once none of the ranks' processes is left, confinement's included (``end``).
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
@@ -112,8 +111,8 @@ class RunningRank:
     log: Path
     spec_path: Path
     gone: int
-    """The watching end of the rank's ``procs.lifeline``: at its end of file, no process of the
-    rank is left (its confinement's helper and init, what it started)."""
+    """The watching end of the rank's ``procs.lifeline``, held by its confinement's helper and
+    init, the rank and what it started without closing it (``end``)."""
 
     def failed_at(self) -> float:
         """When the rank caught its error (a rank killed by a signal never noted one)."""
@@ -352,8 +351,10 @@ def start_ranks(specs: list[RankLaunch], settings: LaunchSettings) -> list[Runni
 
 
 def end(running: list[RunningRank], settings: LaunchSettings) -> bool:
-    """Kill every rank and wait until none of their processes is left; False if some were
-    still there after the stop grace and a few seconds more (they were SIGKILLed)."""
+    """Kill every rank and wait until no process holds their lifelines: a confined rank's
+    processes all end with its namespace; an unconfined one's, those that kept the lifeline
+    (a child started with ``close_fds`` does not). False if one was still held after the stop
+    grace and a few seconds more."""
     procs.kill_all([r.proc for r in running])
     return procs.wait_closed([r.gone for r in running], settings.stop_grace_s + 5.0)
 
@@ -448,12 +449,14 @@ def launch_ranks(
             on_started(running)
         return watch(launch, running, stop, settings)
     finally:
-        if not end(running, settings):
-            print(
-                f"tessera worker: processes of task {launch.task_id}'s ranks outlived SIGKILL "
-                "(an unconfined rank can start them in a session of their own)",
-                file=sys.stderr,
-                flush=True,
-            )
-        # what the ranks left in their shared memory goes with them (no link is followed)
-        shutil.rmtree(shared_memory(launch.task_id), ignore_errors=True)
+        try:
+            if not end(running, settings):
+                print(
+                    f"tessera worker: task {launch.task_id}: a process its ranks started or "
+                    "gave their lifeline to was still there after they were killed",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        finally:
+            # what the ranks left in their shared memory goes with them
+            rank_files.remove_tree(shared_memory(launch.task_id))

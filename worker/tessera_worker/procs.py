@@ -110,17 +110,20 @@ def wait_closed(watching: Sequence[int], timeout_s: float) -> bool:
     is dropped), then close them; False if ``timeout_s`` ran out first."""
     poller = select.poll()
     for fd in watching:
+        os.set_blocking(fd, False)  # a holder may also read its pipe: never wait in read
         poller.register(fd, select.POLLIN)
     left, deadline = set(watching), time.monotonic() + timeout_s
     try:
         while left and (wait := deadline - time.monotonic()) > 0:
             for fd, _ in poller.poll(wait * 1000):
-                if not os.read(fd, 65536):
-                    poller.unregister(fd)
-                    left.discard(fd)
+                with contextlib.suppress(BlockingIOError):
+                    if not os.read(fd, 65536):
+                        poller.unregister(fd)
+                        left.discard(fd)
     finally:
         for fd in watching:
-            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.close(fd)
     return not left
 
 

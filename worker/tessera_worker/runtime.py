@@ -96,8 +96,11 @@ class Runtime:
             self._report(launch, Outcome("failed", "the worker restarted while running the task"))
             return "failed"
         with self.agent.track(task_id) as stop:
-            with task_locks.running(self.launch.home, launch.task_id):
-                outcome = self._run(launch, stop)
+            try:
+                with task_locks.running(self.launch.home, launch.task_id):
+                    outcome = self._run(launch, stop)  # turns any error into an outcome
+            except OSError as exc:
+                outcome = Outcome("failed", f"worker could not lock the task in its home: {exc}")
             if outcome.status == "cancelled" and self.agent.shutting_down:
                 outcome = Outcome("failed", "the worker shut down while the task ran")
             if outcome.lost_a_peer:

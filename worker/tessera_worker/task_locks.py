@@ -9,14 +9,15 @@ still the one its path names, so that a lock taken on a file just removed counts
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
-import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from tessera_worker.launcher import LaunchSettings, shared_memory
+from tessera_worker.rank_files import remove_tree
 
 
 def _folder(home: Path) -> Path:
@@ -45,47 +46,66 @@ def running(home: Path, task_id: str) -> Iterator[None]:
     path = _folder(home) / task_id
     while True:
         fd = _open(path)
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        if _still_named(fd, path):
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            named = _still_named(fd, path)
+        except BaseException:
+            os.close(fd)
+            raise
+        if named:
             break
         os.close(fd)
     try:
         yield
     finally:
-        try:
+        with contextlib.suppress(OSError):
             path.unlink()
-        finally:
-            os.close(fd)
+        os.close(fd)
 
 
-def _remove(settings: LaunchSettings, task_id: str) -> None:
-    shutil.rmtree(settings.task_dir(task_id), ignore_errors=True)
-    # no link is followed: rmtree refuses a link in place of the folder
-    shutil.rmtree(shared_memory(task_id), ignore_errors=True)
+def _remove(settings: LaunchSettings, task_id: str) -> bool:
+    """Remove what ``task_id`` left; whether there was anything."""
+    left = [settings.task_dir(task_id), Path(shared_memory(task_id))]
+    found = [path for path in left if os.path.lexists(path)]
+    for path in found:
+        remove_tree(path)
+    return bool(found)
 
 
-def sweep(settings: LaunchSettings) -> list[str]:
+def sweep(settings: LaunchSettings) -> tuple[list[str], list[str]]:
     """Remove the credentials and shared memory of every task of ``settings.home`` that no
-    process runs; returns their ids. Their logs stay: they hold what a rank left to deliver."""
-    locks = _folder(settings.home)
-    tasks = settings.home / "tasks"
-    names = {p.name for p in locks.iterdir()}
-    if tasks.is_dir():
-        names |= {p.name for p in tasks.iterdir()}
-    swept = []
+    process runs; returns the ids of those it removed something of, and a line for each task
+    it could not look at. Their logs stay: they hold what a rank left to deliver."""
+    swept: list[str] = []
+    problems: list[str] = []
+    try:
+        locks = _folder(settings.home)
+        names = {p.name for p in locks.iterdir()}
+        tasks = settings.home / "tasks"
+        if tasks.is_dir():
+            names |= {p.name for p in tasks.iterdir()}
+    except OSError as exc:
+        return swept, [f"{settings.home}: {exc}"]
     for task_id in sorted(names):
-        path = locks / task_id
-        fd = _open(path)
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue  # running
-            if not _still_named(fd, path):
-                continue  # it ended just now, and removed its folders itself
-            _remove(settings, task_id)
-            path.unlink()
-            swept.append(task_id)
-        finally:
-            os.close(fd)
-    return swept
+            if _sweep_one(settings, locks / task_id, task_id):
+                swept.append(task_id)
+        except OSError as exc:
+            problems.append(f"task {task_id}: {exc}")
+    return swept, problems
+
+
+def _sweep_one(settings: LaunchSettings, path: Path, task_id: str) -> bool:
+    fd = _open(path)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False  # running
+        if not _still_named(fd, path):
+            return False  # it ended just now, and removed its folders itself
+        removed = _remove(settings, task_id)
+        path.unlink()
+        return removed
+    finally:
+        os.close(fd)
