@@ -42,6 +42,7 @@ def settings(tmp_path: Path) -> Iterator[LaunchSettings]:
     yield settings
     for task in (settings.home / "tasks").glob("*"):
         remove_tree(shared_memory(task.name))
+    remove_tree(settings.home)  # a tree too deep for pytest's own clean-up, if a test failed
 
 
 def start_task(settings: LaunchSettings) -> tuple[str, subprocess.Popen[str]]:
