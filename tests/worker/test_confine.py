@@ -318,8 +318,10 @@ print(sorted(os.listdir("/dev/shm")))
 
 def test_processes_given_one_shared_memory_folder_share_it_and_only_it(tmp_path: Path) -> None:
     host = Path("/dev/shm") / f"tessera-host-{uuid.uuid4().hex}"  # another program's segment
-    task, other = (Path("/dev/shm") / f"tessera-{uuid.uuid4().hex}" for _ in range(2))
+    task, other, missing = (Path("/dev/shm") / f"tessera-{uuid.uuid4().hex}" for _ in range(3))
     host.write_text("not the rank's")
+    task.mkdir(0o700)
+    other.mkdir(0o700)
 
     def run(shm: Path | None, name: str) -> str:
         plan = Confinement(hide=(str(tmp_path),), shm=None if shm is None else str(shm))
@@ -340,6 +342,11 @@ def test_processes_given_one_shared_memory_folder_share_it_and_only_it(tmp_path:
         done = subprocess.run(plan.command(["/bin/true"]), capture_output=True, text=True)
         assert done.returncode == confine.EXIT_CODE
         assert "not this user's alone" in done.stderr
+        # made by the launcher, never by the confinement: a namespace still starting after its
+        # task was swept leaves nothing behind
+        plan = Confinement(hide=(str(tmp_path),), shm=str(missing))
+        done = subprocess.run(plan.command(["/bin/true"]), capture_output=True, text=True)
+        assert done.returncode == confine.EXIT_CODE and not missing.exists()
     finally:
         host.unlink()
         shutil.rmtree(task, ignore_errors=True)

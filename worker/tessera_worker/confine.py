@@ -94,8 +94,8 @@ class Confinement:
     readonly: tuple[str, ...] = ()
     """Like ``keep``, but put back read-only."""
     shm: str | None = None
-    """A folder of the host's ``/dev/shm`` shown as the process's ``/dev/shm`` (made, only this
-    user's, where missing), so that processes given the same one share memory, and no other
+    """A folder of the host's ``/dev/shm`` shown as the process's ``/dev/shm`` (which must be
+    there, only this user's), so that processes given the same one share memory, and no other
     process's segments are in reach; where None, an empty one of its own."""
 
     def to_json(self) -> str:
@@ -425,15 +425,13 @@ def _devices() -> list[str]:
 
 
 def _shared_memory(folder: str) -> int:
-    """An ``O_PATH`` descriptor of ``folder`` in the host's ``/dev/shm``, made where missing;
-    refused unless it is a folder of this user's that no one else may enter."""
+    """An ``O_PATH`` descriptor of ``folder`` in the host's ``/dev/shm``, which the launcher
+    made (not made here: a namespace still starting after its task was swept would leave one
+    behind); refused unless it is a folder of this user's that no one else may enter."""
     try:
-        os.mkdir(folder, 0o700)
-    except FileExistsError:
-        pass
+        fd = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
     except OSError as exc:
-        raise ConfineError(exc.errno or 0, f"make {folder}: {exc.strerror}") from exc
-    fd = os.open(folder, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
+        raise ConfineError(exc.errno or 0, f"shared memory {folder}: {exc.strerror}") from exc
     found = os.fstat(fd)
     if found.st_uid != os.geteuid() or found.st_mode & 0o077:
         os.close(fd)

@@ -10,6 +10,7 @@ returns once none of the ranks' processes is left, confinement's included (``end
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import re
@@ -323,6 +324,9 @@ def start_ranks(specs: list[RankLaunch], settings: LaunchSettings) -> list[Runni
         env["TMPDIR"] = str(scratch)
     # one plan for the task: its ranks share their task's and job's folders
     plan = confinement(specs[0], settings) if settings.confine and specs else None
+    if plan is not None and plan.shm is not None:
+        with contextlib.suppress(FileExistsError):  # confinement checks whose it is
+            os.mkdir(plan.shm, 0o700)
     started: list[RunningRank] = []
     try:
         for spec in specs:
