@@ -225,16 +225,27 @@ RUNTIME_KEPT = ("/run/current-system", "/run/opengl-driver", "/run/opengl-driver
 and the GPU driver's libraries."""
 
 
+def code_folders(name: str) -> set[str]:
+    """Where the top-level package or module ``name`` lies (an editable install maps it from a
+    folder on no import path); empty where it cannot be found."""
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return set()
+    if spec is not None and spec.submodule_search_locations:
+        return set(spec.submodule_search_locations)
+    if spec is not None and spec.origin and os.path.isabs(spec.origin):
+        return {os.path.dirname(spec.origin)}
+    return set()
+
+
 def _python() -> list[str]:
     """Where the Python running this module has its files, and those of this package and of
-    ``tessera_ml`` (an editable install maps them from folders on no import path): the
-    process it confines is most likely the same Python, and must find them where they were."""
+    ``tessera_ml``: the process it confines is most likely the same Python, and must find them
+    where they were."""
     found = {sys.prefix, sys.exec_prefix, sys.base_prefix, os.path.dirname(sys.executable)}
     found |= {p for p in sys.path if p}
-    for name in ("tessera_worker", "tessera_ml"):
-        spec = importlib.util.find_spec(name)
-        found |= set(spec.submodule_search_locations or ()) if spec is not None else set()
-    return sorted(found)
+    return sorted(found | code_folders("tessera_worker") | code_folders("tessera_ml"))
 
 
 WRITABLE = ("/tmp", "/var/tmp", "/dev")

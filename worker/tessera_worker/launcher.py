@@ -11,7 +11,6 @@ returns once none of the ranks' processes is left, confinement's included (``end
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import os
 import re
 import signal
@@ -25,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tessera_worker import procs, rank_files
-from tessera_worker.confine import Confinement, inside
+from tessera_worker.confine import Confinement, code_folders, inside
 from tessera_worker.identity import TaskCredentials
 from tessera_worker.launch import RankLaunch, Rendezvous, TaskLaunch
 from tessera_worker.peer_loss import lost_a_peer
@@ -257,20 +256,6 @@ def _links_out_of(home: Path) -> list[str]:
     return targets
 
 
-def _code_folders(entry_point: str) -> set[str]:
-    """Where the entry point's top package lies (an editable install maps it from a folder on
-    no import path); the helper keeps this worker's own packages (``confine._python``)."""
-    try:
-        spec = importlib.util.find_spec(entry_point.split(":")[0].split(".")[0])
-    except (ImportError, ValueError):
-        return set()
-    if spec is not None and spec.submodule_search_locations:
-        return set(spec.submodule_search_locations)
-    if spec is not None and spec.origin and os.path.isabs(spec.origin):
-        return {os.path.dirname(spec.origin)}
-    return set()
-
-
 def _overlaps(path: str, folders: set[str]) -> bool:
     """Whether ``path`` is one of ``folders``, lies in one, or holds one."""
     return any(path == f or inside(path, f) or inside(f, path) for f in folders)
@@ -290,7 +275,8 @@ def confinement(spec: RankLaunch, settings: LaunchSettings) -> Confinement:
     task's own."""
     home = settings.home
     python = {sys.prefix, sys.exec_prefix, str(Path(settings.python).parent), *sys.path}
-    python = (python | _code_folders(spec.entry_point)) - {""}
+    # the entry point's top package; the helper keeps this worker's own (``confine._python``)
+    python = (python | code_folders(spec.entry_point.split(":")[0].split(".")[0])) - {""}
     needed = {os.path.realpath(p) for p in python} | {os.path.realpath(settings.python)}
     linked = [t for t in _links_out_of(home) if not _overlaps(t, needed)]
     return Confinement(
@@ -409,22 +395,20 @@ def watch(
     stop: threading.Event,
     settings: LaunchSettings,
 ) -> Outcome:
-    """Wait for the ranks to finish, one to fail, or the stop signal; never leaves one alive."""
+    """Wait for the ranks to finish, one to fail, or the stop signal (``launch_ranks`` then
+    ends whatever is left of them)."""
     all_procs = [r.proc for r in running]
-    try:
-        while True:
-            if stop.is_set():
-                procs.stop_all(all_procs, grace_s=settings.stop_grace_s)
-                return Outcome("cancelled", "stopped by the control plane")
-            if _any_failed(running):
-                bad = _cause(running, settings.failure_settle_s)
-                procs.kill_all(all_procs)
-                return failure(launch, bad, settings)
-            if all(p.poll() == 0 for p in all_procs):
-                return Outcome("succeeded")
-            time.sleep(settings.poll_interval_s)
-    finally:
-        procs.kill_all(all_procs)
+    while True:
+        if stop.is_set():
+            procs.stop_all(all_procs, grace_s=settings.stop_grace_s)
+            return Outcome("cancelled", "stopped by the control plane")
+        if _any_failed(running):
+            bad = _cause(running, settings.failure_settle_s)
+            procs.kill_all(all_procs)  # before their logs are read: nothing more is added
+            return failure(launch, bad, settings)
+        if all(p.poll() == 0 for p in all_procs):
+            return Outcome("succeeded")
+        time.sleep(settings.poll_interval_s)
 
 
 def launch_ranks(
