@@ -57,6 +57,14 @@ def start_task(settings: LaunchSettings) -> tuple[str, subprocess.Popen[str]]:
     return task, proc
 
 
+def killed_task(settings: LaunchSettings) -> str:
+    """A task whose worker was killed with SIGKILL while it ran."""
+    task, proc = start_task(settings)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    return task
+
+
 def left_by(settings: LaunchSettings, task: str) -> dict[str, bool]:
     return {
         "credentials": settings.task_dir(task).exists(),
@@ -69,9 +77,7 @@ def left_by(settings: LaunchSettings, task: str) -> dict[str, bool]:
 def test_a_killed_tasks_credentials_and_shared_memory_go_and_its_logs_stay(
     settings: LaunchSettings,
 ) -> None:
-    task, proc = start_task(settings)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
+    task = killed_task(settings)
     assert all(left_by(settings, task).values())
 
     assert task_locks.sweep(settings) == ([task], [])
@@ -82,9 +88,7 @@ def test_a_killed_tasks_credentials_and_shared_memory_go_and_its_logs_stay(
 
 
 def test_a_running_tasks_folders_stay_until_it_ends(settings: LaunchSettings) -> None:
-    killed, proc = start_task(settings)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
+    killed = killed_task(settings)
     running, proc = start_task(settings)
     try:
         assert task_locks.sweep(settings) == ([killed], [])
@@ -151,9 +155,7 @@ def _nest(folder: Path, depth: int) -> None:
 def test_folders_nested_deeper_than_pythons_recursion_are_removed(
     settings: LaunchSettings,
 ) -> None:
-    task, proc = start_task(settings)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
+    task = killed_task(settings)
     _nest(settings.task_dir(task), sys.getrecursionlimit() + 500)
     _nest(Path(shared_memory(task)), sys.getrecursionlimit() + 500)
 
@@ -164,9 +166,7 @@ def test_folders_nested_deeper_than_pythons_recursion_are_removed(
 def test_a_task_it_cannot_look_at_is_named_and_the_others_are_swept(
     settings: LaunchSettings,
 ) -> None:
-    task, proc = start_task(settings)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(10)
+    task = killed_task(settings)
     (settings.home / "locks" / "odd").mkdir()  # not a file: it cannot be locked
 
     swept, problems = task_locks.sweep(settings)

@@ -10,6 +10,7 @@ still the one its path names, so that a lock taken on a file just removed counts
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 from collections.abc import Iterator
@@ -68,7 +69,8 @@ def _remove(settings: LaunchSettings, task_id: str) -> bool:
     left = [settings.task_dir(task_id), Path(shared_memory(task_id))]
     found = [path for path in left if os.path.lexists(path)]
     for path in found:
-        remove_tree(path)
+        if not remove_tree(path):
+            raise OSError(errno.ENOTEMPTY, "could not be removed", str(path))
     return bool(found)
 
 
