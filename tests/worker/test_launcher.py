@@ -22,14 +22,18 @@ import torch
 from tessera_ml.ports import port_of, reserve_port
 from tessera_ml.security.pki import Authority, Identity, issue_credentials
 from tessera_ml.worlds import free_port
+from tessera_worker import procs
 from tessera_worker.identity import TaskCredentials
 from tessera_worker.launch import HostedRank, Rendezvous, TaskLaunch
 from tessera_worker.launcher import (
     LaunchSettings,
     Outcome,
+    RunningRank,
+    end,
     launch_ranks,
     rank_environment,
     shared_memory,
+    watch,
 )
 from tests.worker.proc_scan import pids_with, wait_for, wait_until_gone
 from tests.worker.toy_algorithm import ENTRY_POINT, PRIVATE_CAUSE
@@ -124,6 +128,36 @@ def test_two_parties_join_one_world_and_succeed(tmp_path: Path) -> None:
     assert (folder / "rank-0.pt").exists()
     log = (tmp_path / "logs" / "b" / "rank-2.log").read_text()
     assert "rank 2 finished" in log
+
+
+def _state(pid: int) -> str:
+    """A process's state letter (``Z``: ended, not yet reaped: its id is still its own)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_ranks_that_ended_keep_their_ids_until_the_task_ends(tmp_path: Path) -> None:
+    # a leader reaped while the task runs gives up its id, and the task's end, which kills
+    # every rank's process group, would reach whatever process was given the id since
+    settings = _settings(tmp_path)
+    running = []
+    for rank, seconds in enumerate((0.0, 1.5)):
+        gone, held = procs.lifeline()
+        log = tmp_path / f"rank-{rank}.log"
+        argv = [sys.executable, "-c", f"import time; time.sleep({seconds})"]
+        proc = procs.spawn(argv, env=dict(os.environ), log_path=log, pass_fds=(held,))
+        os.close(held)
+        running.append(RunningRank(rank, proc, log, tmp_path / f"rank-{rank}.json", gone))
+    deadline = time.monotonic() + 30
+    while procs.exit_code(running[0].proc) is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert procs.exit_code(running[0].proc) == 0 and _state(running[0].proc.pid) == "Z"
+
+    outcome = watch(_launch("t", [0, 1], ["alice", "alice"]), running, threading.Event(), settings)
+
+    assert outcome.status == "succeeded"
+    assert [_state(r.proc.pid) for r in running] == ["Z", "Z"]
+    assert end(running, settings)
+    assert [r.proc.returncode for r in running] == [0, 0]
 
 
 def test_rank_zero_serves_the_store_on_the_port_its_worker_reserved(tmp_path: Path) -> None:

@@ -69,3 +69,23 @@ def test_a_lifeline_ends_only_when_every_process_holding_it_is_gone(tmp_path: Pa
     finally:
         os.kill(grandchild, signal.SIGKILL)
     assert procs.wait_closed([watching], timeout_s=10)
+
+
+def test_exit_codes_are_read_without_reaping_and_kill_all_reaps(tmp_path: Path) -> None:
+    def start(code: str) -> subprocess.Popen[bytes]:
+        argv = [sys.executable, "-c", code]
+        return procs.spawn(argv, env=dict(os.environ), log_path=tmp_path / "out.log")
+
+    ended, running = start("raise SystemExit(3)"), start("import time; time.sleep(600)")
+    deadline = time.monotonic() + 30
+    while procs.exit_code(ended) is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    stat = Path(f"/proc/{ended.pid}/stat").read_text()
+    assert procs.exit_code(ended) == 3 and ended.returncode is None
+    assert stat.rsplit(")", 1)[1].split()[0] == "Z"  # its id is still its own
+    assert procs.exit_code(running) is None
+
+    procs.kill_all([ended, running])
+
+    assert (ended.returncode, running.returncode) == (3, -signal.SIGKILL)
+    assert (procs.exit_code(ended), procs.exit_code(running)) == (3, -signal.SIGKILL)

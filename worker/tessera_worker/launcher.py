@@ -116,7 +116,8 @@ class RunningRank:
 
     def failed_at(self) -> float:
         """When the rank caught its error (a rank killed by a signal never noted one)."""
-        if self.proc.returncode is not None and self.proc.returncode < 0:
+        code = procs.exit_code(self.proc)
+        if code is not None and code < 0:
             return float("-inf")
         try:
             marker = failure_marker(self.spec_path)
@@ -349,7 +350,9 @@ def end(running: list[RunningRank], settings: LaunchSettings) -> bool:
     return procs.wait_closed([r.gone for r in running], settings.stop_grace_s + 5.0)
 
 
-def describe_exit(code: int) -> str:
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "had not ended 5 s after it was killed"
     if code < 0:
         try:
             return f"was killed by {signal.Signals(-code).name}"
@@ -359,7 +362,7 @@ def describe_exit(code: int) -> str:
 
 
 def failure(launch: TaskLaunch, failed: RunningRank, settings: LaunchSettings) -> Outcome:
-    code = failed.proc.returncode
+    code = procs.exit_code(failed.proc)
     # every party of the job reads these: they name no folder of this host
     hidden = HostPaths(settings.home)
     written = failure_text(failed.spec_path)
@@ -377,15 +380,19 @@ def failure(launch: TaskLaunch, failed: RunningRank, settings: LaunchSettings) -
 
 
 def _any_failed(running: list[RunningRank]) -> bool:
-    return any(r.proc.poll() not in (None, 0) for r in running)
+    return any(procs.exit_code(r.proc) not in (None, 0) for r in running)
 
 
 def _cause(running: list[RunningRank], settle_s: float) -> RunningRank:
     """The rank that failed first: peers fail on the broken connection only after it did."""
     deadline = time.monotonic() + settle_s
-    while time.monotonic() < deadline and any(r.proc.poll() is None for r in running):
+    while time.monotonic() < deadline and any(procs.exit_code(r.proc) is None for r in running):
         time.sleep(0.05)
-    failed = [r for r in running if r.proc.poll() not in (None, 0) or r.failed_at() < float("inf")]
+    failed = [
+        r
+        for r in running
+        if procs.exit_code(r.proc) not in (None, 0) or r.failed_at() < float("inf")
+    ]
     return min(failed, key=lambda r: (r.failed_at(), r.rank))
 
 
@@ -406,7 +413,7 @@ def watch(
             bad = _cause(running, settings.failure_settle_s)
             procs.kill_all(all_procs)  # before their logs are read: nothing more is added
             return failure(launch, bad, settings)
-        if all(p.poll() == 0 for p in all_procs):
+        if all(procs.exit_code(p) == 0 for p in all_procs):
             return Outcome("succeeded")
         time.sleep(settings.poll_interval_s)
 

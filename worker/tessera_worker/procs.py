@@ -81,8 +81,27 @@ def spawn(
     return proc
 
 
+def exit_code(proc: subprocess.Popen[bytes]) -> int | None:
+    """How ``proc`` ended (``Popen.returncode``'s form), or None while it runs, without reaping
+    it: until it is reaped its id stays its own, so a signal to its group reaches no process
+    that was given the id later. ``kill_all`` reaps."""
+    if proc.returncode is not None:
+        return proc.returncode
+    try:
+        ended = os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:  # reaped behind Popen's back
+        return proc.poll()
+    if ended is None:
+        return None
+    killed = ended.si_code in (os.CLD_KILLED, os.CLD_DUMPED)
+    return -ended.si_status if killed else ended.si_status
+
+
 def signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
-    """Send ``sig`` to the process group led by ``proc`` (nothing if it is already gone)."""
+    """Send ``sig`` to the process group led by ``proc``; nothing once ``proc`` was reaped,
+    as its id may since have gone to another process (which a group signal would reach)."""
+    if proc.returncode is not None:
+        return
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, sig)
 
@@ -90,10 +109,10 @@ def signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
 def stop_all(procs: Sequence[subprocess.Popen[bytes]], *, grace_s: float) -> None:
     """SIGTERM every group, wait up to ``grace_s``, then SIGKILL what is left and reap."""
     for p in procs:
-        if p.poll() is None:
+        if exit_code(p) is None:
             signal_group(p, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(p.poll() is None for p in procs):
+    while time.monotonic() < deadline and any(exit_code(p) is None for p in procs):
         time.sleep(0.05)
     kill_all(procs)
 
@@ -128,7 +147,8 @@ def wait_closed(watching: Sequence[int], timeout_s: float) -> bool:
 
 
 def kill_all(procs: Sequence[subprocess.Popen[bytes]]) -> None:
-    """SIGKILL every group, leader exited or not, and reap the leaders."""
+    """SIGKILL every group, leader exited or not (its group may live on), and reap the
+    leaders; a leader's group is signalled only before it is reaped (``exit_code``)."""
     for p in procs:
         signal_group(p, signal.SIGKILL)
     for p in procs:
