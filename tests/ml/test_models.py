@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from os import makedirs  # noqa: F401 (named by a job below: imported here, not defined here)
 from pathlib import Path
 
@@ -71,13 +72,19 @@ def test_custom_hook_receives_sizes_and_kwargs() -> None:
 
 def test_a_custom_model_is_code_of_the_module_it_names(tmp_path: Path) -> None:
     """A name the module only imported (here ``os.makedirs``) is refused before it is called:
-    a worker that allows this module does not allow everything it imports."""
+    a worker that allows this module does not allow everything it imports, not even what it
+    imports from a module of its own package; what a module below it defines is its code."""
     made = tmp_path / "made"
-    with pytest.raises(ValueError, match="not a function or class of package tests"):
+    refused = f"not a function or class defined in {re.escape(__name__)} "
+    with pytest.raises(ValueError, match=refused):
         build_model(
             {"kind": "custom", "target": f"{__name__}:makedirs", "kwargs": {"name": str(made)}}
         )
     assert not made.exists()
+    # torch.nn.modules.linear imports Module from its sibling torch.nn.modules.module
+    with pytest.raises(ValueError, match=r"comes from torch\.nn\.modules\.module\)"):
+        build_model("torch.nn.modules.linear:Module")
+    assert isinstance(build_model("torch.nn.modules:Identity"), nn.Identity)
 
 
 def test_bad_specs_are_value_errors() -> None:

@@ -148,15 +148,15 @@ def custom_model(spec: CustomSpec, in_features: int | None, out_features: int | 
         factory = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"custom model {spec.target!r} is not installed on this worker") from exc
-    # the worker allows code by module: a name the module merely imported from another package
-    # (``from subprocess import run``) is not that package's code
-    package = module_name.partition(".")[0]
+    # the worker allows code by module: a name the module merely imported from elsewhere
+    # (``from subprocess import run``, or from a module of its own package that the worker
+    # does not allow) is not that module's code; one defined below it is (``torch.nn:Linear``)
     defined_in = getattr(factory, "__module__", None) or "elsewhere"
     if not (inspect.isfunction(factory) or inspect.isclass(factory)) or not (
-        defined_in == package or defined_in.startswith(package + ".")
+        defined_in == module_name or defined_in.startswith(module_name + ".")
     ):
         raise ValueError(
-            f"custom model {spec.target!r} is not a function or class of package {package} "
+            f"custom model {spec.target!r} is not a function or class defined in {module_name} "
             f"(it comes from {defined_in}); name it where it is defined"
         )
     kwargs = dict(spec.kwargs)
