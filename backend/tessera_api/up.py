@@ -117,6 +117,8 @@ def start_worker(
     if "TESSERA_CONFINE_RANKS" in os.environ:
         env["TESSERA_CONFINE_RANKS"] = os.environ["TESSERA_CONFINE_RANKS"]
     argv = [sys.executable, "-m", "tessera_api.cli", "worker", "--party", party, "--api", api_url]
+    if api_url.startswith("http://"):  # to this machine, at whatever address it serves on
+        argv.append("--plain-http")
     # one machine, one owner: the demo's parties share checkpoint files with the dashboard
     argv.append("--share-checkpoints")
     # the control plane's own files, wherever they are kept, are no rank's to read

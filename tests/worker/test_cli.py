@@ -24,6 +24,14 @@ from tests.worker.plane import ADMIN, Plane
         (["--party", "bob", "--token", "t", "--api", "ftp://x"], "--api must be an http(s) URL"),
         (["--party", "bob", "--token", "t", "--api", "http://"], "--api must be an http(s) URL"),
         (["--party", "bob", "--token", "t", "--api", "http://[::1"], "is not a URL"),
+        (
+            ["--party", "bob", "--token", "t", "--api", "https://u:pw@cp:8443"],
+            "--api must not hold a user or password",
+        ),
+        (
+            ["--party", "bob", "--token", "t", "--api", "http://cp.example.org:8000"],
+            "plain http to another host, which would send the party token in clear",
+        ),
         (["--party", "bob", "--token", "t", "--rendezvous-timeout", "-5"], "must be positive"),
         (
             ["--party", "bob", "--token", "t", "--broker", "nonsense"],
@@ -42,6 +50,25 @@ def test_worker_rejects_bad_arguments(
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("tessera worker: ") and message in err
+
+
+@pytest.mark.parametrize(
+    "api",
+    [
+        "http://127.0.0.1:8000",
+        "http://127.0.0.2:8000",
+        "http://localhost:8000",
+        "http://[::1]:8000",
+        "https://cp.example.org",
+    ],
+)
+def test_plain_http_is_taken_only_within_the_host_or_when_asked_for(api: str) -> None:
+    args = cli.parser().parse_args(["--party", "bob", "--token", "t", "--api", api])
+    cli.check(args)
+    remote = ["--party", "bob", "--token", "t", "--api", "http://10.0.0.5:8000"]
+    cli.check(cli.parser().parse_args([*remote, "--plain-http"]))
+    with pytest.raises(cli.UsageError, match="use https"):
+        cli.check(cli.parser().parse_args(remote))
 
 
 def test_worker_says_when_the_control_plane_is_unreachable(

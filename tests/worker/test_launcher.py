@@ -200,6 +200,8 @@ def test_a_rank_gets_only_what_python_and_torch_read_of_its_workers_environment(
         "DATABASE_URL": "postgresql://tessera:pw@db/tessera",
         "CELERY_BROKER_URL": "redis://:pw@redis:6379/0",
         "http_proxy": "http://user:pw@proxy:3128",
+        "ALL_PROXY": "socks5://key-8c1e@proxy:1080",
+        "all_proxy": "http://user:p/w@proxy:3128",
         "TESSERA_PARTY_TOKEN": "t1",
         "TESSERA_HOME": str(tmp_path),
         "NCCL_SECRET": "s",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import logging
 import os
 import re
@@ -43,6 +44,12 @@ def parser() -> argparse.ArgumentParser:
         "--api",
         default=env("TESSERA_API_URL", "http://127.0.0.1:8000"),
         help="control plane URL (TESSERA_API_URL)",
+    )
+    p.add_argument(
+        "--plain-http",
+        action="store_true",
+        help="allow an http:// --api on another host, where the network between the two is "
+        "private (one machine's container network): the party token crosses it in clear",
     )
     p.add_argument(
         "--token", default=env("TESSERA_PARTY_TOKEN"), help="party token (TESSERA_PARTY_TOKEN)"
@@ -130,6 +137,15 @@ def route_address(api_url: str) -> str:
         return socket.gethostbyname(socket.gethostname())
 
 
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def read_token(args: argparse.Namespace) -> None:
     """Take the token from ``--token-file`` when given, and forget where it came from."""
     if args.token_file:
@@ -167,6 +183,14 @@ def check(args: argparse.Namespace) -> None:
         raise UsageError(f"--api {args.api!r} is not a URL: {exc}") from exc
     if api.scheme not in {"http", "https"} or not api.hostname:
         raise UsageError(f"--api must be an http(s) URL with a host, got {args.api!r}")
+    if api.username is not None or api.password is not None:
+        raise UsageError("--api must not hold a user or password: its ranks are told the address")
+    if api.scheme == "http" and not _loopback(api.hostname) and not args.plain_http:
+        raise UsageError(
+            f"--api {args.api} is plain http to another host, which would send the party token "
+            "in clear: use https (docs/security.md), or --plain-http where the network between "
+            "the two is private"
+        )
     if args.concurrency < 1 or args.heartbeat <= 0:
         raise UsageError("--concurrency must be at least 1 and --heartbeat positive")
     if args.rendezvous_timeout <= 0 or args.collective_timeout <= 0:

@@ -221,8 +221,9 @@ def rank_environment(settings: LaunchSettings) -> dict[str, str]:
 
 
 def _holds_credentials(value: str) -> bool:
-    """A URL with a user's password in it (``scheme://user:password@host``)."""
-    return re.search(r"://[^/@\s]*:[^/@\s]*@", value) is not None
+    """A URL with a user in it (``scheme://user:password@host``, or a proxy's key as its user,
+    ``scheme://key@host``), even with a password that holds a ``/`` not escaped."""
+    return re.search(r"://[^@\s]+@", value) is not None
 
 
 NOT_WALKED = frozenset({"logs", "checkpoints", "data", "tasks", "broker"})
