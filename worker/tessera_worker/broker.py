@@ -38,6 +38,10 @@ def celery_settings(broker_url: str, home: Path) -> dict[str, Any]:
         "worker_hijack_root_logger": False,
         "task_serializer": "json",
         "accept_content": ["json"],
+        # no remote control (Tessera never uses it): every party holds the broker's password,
+        # and would otherwise be able to shut down, revoke the tasks of, or question the
+        # workers of every other party
+        "worker_enable_remote_control": False,
     }
     if broker_url.startswith(("redis://", "rediss://")):
         # a task runs as long as its training: never hand its message to another worker meanwhile
@@ -52,10 +56,9 @@ def celery_settings(broker_url: str, home: Path) -> dict[str, Any]:
             "control_folder": str(folder / "control"),
             "store_processed": False,
         }
-        # no remote control (Tessera never uses it): its broadcast exchange is one file that
-        # every starting worker rewrites, unlocked, and workers started at once left it
-        # corrupt, after which no worker could start on this broker again
-        settings["worker_enable_remote_control"] = False
+        # (without remote control, too, as its broadcast exchange is one file that every
+        # starting worker rewrites, unlocked: workers started at once left it corrupt, after
+        # which no worker could start on this broker again)
     return settings
 
 

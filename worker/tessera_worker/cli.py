@@ -12,6 +12,7 @@ import socket
 import sys
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import httpx
@@ -331,6 +332,23 @@ def build_runtime(args: argparse.Namespace, *, confine_ranks: bool) -> Runtime:
     )
 
 
+def celery_worker(app: Any, name: str, queues: list[str], concurrency: int) -> Any:
+    """A Celery worker that consumes ``queues`` and nothing else: no events, no exchanges with
+    other workers (mingle, gossip, heartbeat) and, through ``celery_settings``, no remote
+    control, so another party holding the broker's password cannot stop or steer it."""
+    return app.Worker(
+        hostname=name,
+        queues=queues,
+        pool="threads",
+        concurrency=concurrency,
+        loglevel="INFO",
+        without_mingle=True,
+        without_gossip=True,
+        without_heartbeat=True,
+        quiet=True,
+    )
+
+
 def serve(runtime: Runtime, args: argparse.Namespace) -> int:
     from tessera_worker.celery_app import app, queues_of, serve
 
@@ -338,17 +356,8 @@ def serve(runtime: Runtime, args: argparse.Namespace) -> int:
     serve(runtime)
     runtime.agent.start()
     try:
-        worker = app.Worker(
-            hostname=f"{args.party}@{args.hostname}",
-            queues=queues_of(args.party, str(runtime.agent.worker_id)),
-            pool="threads",
-            concurrency=args.concurrency,
-            loglevel="INFO",
-            without_mingle=True,
-            without_gossip=True,
-            without_heartbeat=True,
-            quiet=True,
-        )
+        queues = queues_of(args.party, str(runtime.agent.worker_id))
+        worker = celery_worker(app, f"{args.party}@{args.hostname}", queues, args.concurrency)
         worker.start()
         return int(worker.exitcode or 0)
     finally:
