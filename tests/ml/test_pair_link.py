@@ -193,3 +193,26 @@ def test_local_address_names_the_interface_or_refuses() -> None:
 def test_an_unknown_link_is_refused() -> None:
     with pytest.raises(ValueError, match="link is one of direct, communicator"):
         open_link(None, 0, 1, "carrier-pigeon")  # type: ignore[arg-type]
+
+
+def _linked_across_parties(comm: Communicator) -> dict[str, Any]:
+    peer, fell_back = open_link(comm, comm.rank, 1 - comm.rank, "direct")
+    try:
+        (theirs,) = peer.exchange(torch.tensor([comm.rank]))
+        return {"kind": type(peer).__name__, "fell_back": fell_back, "theirs": int(theirs)}
+    finally:
+        peer.close()
+
+
+def test_a_link_between_parties_listens_where_the_mesh_does_not_on_gloos_interface() -> None:
+    """gloo's interface serves a party's own process group (loopback where the party is all
+    on one host); another party reaches a rank where its mesh accepts their links."""
+    out = run_world(
+        _linked_across_parties,
+        2,
+        parties=["alice", "bob"],
+        env={"GLOO_SOCKET_IFNAME": "nosuch0"},
+        timeout_s=60,
+    )
+    assert [(o["kind"], o["fell_back"]) for o in out] == [(DirectPeer.__name__, None)] * 2
+    assert [o["theirs"] for o in out] == [1, 0]

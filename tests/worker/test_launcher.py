@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -23,6 +24,7 @@ from tessera_ml.ports import port_of, reserve_port
 from tessera_ml.security.pki import Authority, Identity, issue_credentials
 from tessera_ml.worlds import free_port
 from tessera_worker import procs
+from tessera_worker.hardware import interface_of
 from tessera_worker.identity import TaskCredentials
 from tessera_worker.launch import HostedRank, Rendezvous, TaskLaunch
 from tessera_worker.launcher import (
@@ -31,7 +33,9 @@ from tessera_worker.launcher import (
     RunningRank,
     end,
     launch_ranks,
+    party_all_here,
     rank_environment,
+    rank_specs,
     shared_memory,
     watch,
 )
@@ -158,6 +162,45 @@ def test_ranks_that_ended_keep_their_ids_until_the_task_ends(tmp_path: Path) -> 
     assert [_state(r.proc.pid) for r in running] == ["Z", "Z"]
     assert end(running, settings)
     assert [r.proc.returncode for r in running] == [0, 0]
+
+
+def test_a_party_whose_ranks_are_all_here_meets_over_loopback(tmp_path: Path) -> None:
+    """gloo's and NCCL's own connections carry no authentication: where a party's process
+    group is all in one task, its ranks listen on loopback, out of other hosts' reach."""
+    loopback = interface_of("127.0.0.1")
+    assert loopback is not None
+    task = uuid.uuid4().hex
+    note = tmp_path / "checkpoints" / f"job-{task}" / "note"
+    launch = _launch(task, [0, 1], ["alice", "alice"], paths=["/proc/self/environ"])
+    launch.config["write_to"] = str(note)
+    outside = {name: "eth-outside" for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")}
+    settings = replace(_settings(tmp_path), extra_env={**_settings(tmp_path).extra_env, **outside})
+    rendezvous = Rendezvous(host="127.0.0.1", port=free_port(), secret=SECRET)
+
+    outcome = launch_ranks(
+        launch,
+        rendezvous,
+        settings,
+        threading.Event(),
+        entry_point="tests.worker.toy_algorithm:peek",
+        credentials=credentials(launch, tmp_path / "tasks"),
+    )
+
+    assert outcome.status == "succeeded", outcome.reason
+    for rank in (0, 1):
+        log = (tmp_path / "logs" / task / f"rank-{rank}.log").read_text()
+        seen = json.loads(next(line for line in log.splitlines() if line.startswith("peek "))[5:])
+        environ = dict(v.split("=", 1) for v in seen["/proc/self/environ"].split("\0") if "=" in v)
+        assert environ["GLOO_SOCKET_IFNAME"] == environ["NCCL_SOCKET_IFNAME"] == loopback
+    # a party with a rank on another host keeps the interface other hosts reach
+    elsewhere = _launch(task, [0, 1], ["alice", "alice", "alice", "bob"])
+    specs = rank_specs(
+        elsewhere, rendezvous, settings, ENTRY_POINT, credentials(elsewhere, tmp_path), None
+    )
+    assert not party_all_here(specs)
+    assert party_all_here(
+        rank_specs(launch, rendezvous, settings, ENTRY_POINT, credentials(launch, tmp_path), None)
+    )
 
 
 def test_rank_zero_serves_the_store_on_the_port_its_worker_reserved(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tessera_worker import procs, rank_files
+from tessera_worker import hardware, procs, rank_files
 from tessera_worker.confine import Confinement, code_folders, inside
 from tessera_worker.identity import TaskCredentials
 from tessera_worker.launch import RankLaunch, Rendezvous, TaskLaunch
@@ -298,8 +298,26 @@ def confinement(spec: RankLaunch, settings: LaunchSettings) -> Confinement:
     )
 
 
+SOCKET_INTERFACES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+
+
+def party_all_here(specs: list[RankLaunch]) -> bool:
+    """Whether every rank the job's plan gives this task's party is one of ``specs``."""
+    if not specs:
+        return False
+    here = {spec.rank for spec in specs}
+    party = next(s.get("party") for s in specs[0].plan if s.get("rank") == specs[0].rank)
+    return {int(s["rank"]) for s in specs[0].plan if s.get("party") == party} <= here
+
+
 def start_ranks(specs: list[RankLaunch], settings: LaunchSettings) -> list[RunningRank]:
     env = rank_environment(settings)
+    loopback = hardware.interface_of("127.0.0.1")
+    if loopback is not None and party_all_here(specs):
+        # the party's own process group connects without authentication (gloo, NCCL): where
+        # all of its ranks are here, it listens where no other host reaches, unless this
+        # worker's operator chose an interface
+        env.update({name: loopback for name in SOCKET_INTERFACES if name not in os.environ})
     folder = settings.log_dir(specs[0].task_id) if specs else settings.home
     folder.mkdir(parents=True, exist_ok=True)
     if specs:  # the folders a confined rank is shown must be there when it starts

@@ -63,6 +63,8 @@ class MeshCommunicator(Communicator):
         self.backend = backend
         self.device = device
         self.tls = tls
+        self.address: str | None = None
+        """Where this rank accepts links from other parties (``connect_mesh``'s ``address``)."""
         self.stats = ByteStats()
         self.out: dict[int, OutLink] = {}
         self.into: dict[int, InLink] = {}

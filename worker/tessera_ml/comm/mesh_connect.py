@@ -56,6 +56,7 @@ def connect_mesh(
     """
     device = comm_device(backend, device)
     mesh = MeshCommunicator(rank=rank, parties=parties, backend=backend, device=device, tls=tls)
+    mesh.address = address
     foreign = [r for r in range(len(parties)) if not mesh.is_local(r)]
     if foreign and tls is None:
         raise ValueError("a job of several parties needs TLS between them")

@@ -8,15 +8,16 @@ than the round's computation (see the two algorithms' READMEs). Over this link t
 thread sends and receives (non-blocking writes and reads, ``poll`` while neither can proceed),
 which leaves one wake-up at most.
 
-What crosses the link is what would cross the communicator. End 0 listens on the address gloo
-would use (``GLOO_SOCKET_IFNAME``'s, else the host name's) and sends it to end 1 over the
-communicator, with a random token that end 1 presents first on the connection. When the two
-ends belong to different parties of a job whose communicator joins parties over TLS (a platform
-job, ``MeshCommunicator``), so does the link: a TLS 1.3 connection on which each end proves with
-its certificate of this attempt that it is the other end's party, the token then binding the
-connection to this link. Two ranks of one party, whose communicator joins them by plaintext gloo,
-get a plain TCP connection with the token, as does one plaintext gloo world (the benchmarks'
-baseline).
+What crosses the link is what would cross the communicator. End 0 listens where the other end
+reaches it (for another party's rank, where the mesh accepts other parties' links; within a
+party, on the address gloo would use: ``GLOO_SOCKET_IFNAME``'s, else the host name's) and sends
+it to end 1 over the communicator, with a random token that end 1 presents first on the
+connection. When the two ends belong to different parties of a job whose communicator joins
+parties over TLS (a platform job, ``MeshCommunicator``), so does the link: a TLS 1.3 connection
+on which each end proves with its certificate of this attempt that it is the other end's party,
+the token then binding the connection to this link. Two ranks of one party, whose communicator
+joins them by plaintext gloo, get a plain TCP connection with the token, as does one plaintext
+gloo world (the benchmarks' baseline).
 
 End 0 handles every connection it accepts in a thread of its own (handshake, then token, within
 the link's deadline) and takes the first that completes both; the others are closed, so a
@@ -110,7 +111,8 @@ def open_link(
     """This rank's peer (end ``index``, 0 or 1, of the link to rank ``other``) over ``link``
     ("direct" or "communicator"), and why it fell back to the communicator when the direct link
     could not be made (None otherwise). Both ends call this at the same point of their
-    protocol. ``interface``: where end 0 listens (default: ``GLOO_SOCKET_IFNAME``, as gloo).
+    protocol. ``interface``: where end 0 listens (default: for a rank of another party, where
+    the mesh accepts other parties' links; else ``GLOO_SOCKET_IFNAME``'s address, as gloo).
     ``spin_s``: the direct link's retry before it sleeps (``peer.SPIN_S``); ``timeout_s``: how
     long it waits for the other end's message. Between parties, the communicator's ``tap``, if
     any, sees what the direct link sends, as it is at the time of the call."""
@@ -123,10 +125,15 @@ def open_link(
     except UnknownParties as exc:  # both ends use the same kind of communicator
         return CommPeer(comm=comm, other=other), str(exc)
     party = comm.party_of(other) if isinstance(comm, MeshCommunicator) else None
+    address = None
     if interface is None:
         interface = os.environ.get("GLOO_SOCKET_IFNAME")
+        # another party reaches this rank where the mesh listens; gloo's interface may be
+        # loopback, when this rank's party is all on this host
+        if tls is not None and isinstance(comm, MeshCommunicator):
+            address = comm.address
     if index == 0:
-        sock, reason = _accept(comm, other, interface, connect_timeout_s, tls, party)
+        sock, reason = _accept(comm, other, interface, address, connect_timeout_s, tls, party)
     else:
         sock, reason = _connect(comm, other, connect_timeout_s, tls, party)
     if sock is None:
@@ -155,6 +162,7 @@ def _accept(
     comm: Communicator,
     other: int,
     interface: str | None,
+    address: str | None,
     timeout_s: float,
     tls: TlsConfig | None,
     party: str | None,
@@ -163,7 +171,7 @@ def _accept(
     that completes the handshake and presents it."""
     token = os.urandom(TOKEN_BYTES)
     try:
-        host = local_address(interface)
+        host = address or local_address(interface)
         listener = listen(host)
     except OSError as exc:
         comm.send(torch.zeros(_ENDPOINT_WORDS, dtype=torch.int64), other)
