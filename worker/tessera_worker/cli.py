@@ -139,11 +139,14 @@ def route_address(api_url: str) -> str:
 
 
 def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
+    """Whether ``host`` is this machine's loopback (a name: whether it resolves to it)."""
     try:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
+        pass
+    try:
+        return ipaddress.ip_address(socket.gethostbyname(host)).is_loopback
+    except (OSError, ValueError):
         return False
 
 

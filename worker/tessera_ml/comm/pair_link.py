@@ -171,7 +171,8 @@ def _accept(
     that completes the handshake and presents it."""
     token = os.urandom(TOKEN_BYTES)
     try:
-        host = address or local_address(interface)
+        # the worker's advertised address may be a name: end 1 is told an IPv4 address
+        host = socket.gethostbyname(address) if address else local_address(interface)
         listener = listen(host)
     except OSError as exc:
         comm.send(torch.zeros(_ENDPOINT_WORDS, dtype=torch.int64), other)
