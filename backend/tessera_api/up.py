@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import FrameType
 
 from sqlalchemy.engine import make_url
 
@@ -200,7 +201,21 @@ def run(settings: Settings, args: argparse.Namespace, parties: list[str], local:
     host = "127.0.0.1" if args.host in {"0.0.0.0", "::"} else args.host
     url = f"{'https' if args.tls_cert else 'http'}://{host}:{args.port}"
     ca_file = args.tls_ca or args.tls_cert
-    server = uvicorn.Server(
+    workers_stopping = threading.Event()
+
+    class Server(uvicorn.Server):
+        """Stops the local workers before itself, so that what they report as they stop (their
+        tasks' ends, the last metrics their ranks left) still reaches it; a second signal stops
+        it at once."""
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            if workers_stopping.is_set() or not server.started:
+                super().handle_exit(sig, frame)
+                return
+            print("tessera up: stopping the local workers, then the server", flush=True)
+            workers_stopping.set()
+
+    server = Server(
         uvicorn.Config(
             app,
             host=args.host,
@@ -222,7 +237,7 @@ def run(settings: Settings, args: argparse.Namespace, parties: list[str], local:
         running = {name: start_worker(name, tokens[name], url, settings, ca_file) for name in local}
         workers.extend(running.values())
         print(banner(url, settings, parties, local), flush=True)
-        while not server.should_exit:
+        while not server.should_exit and not workers_stopping.is_set():
             for name, proc in list(running.items()):
                 if proc.poll() is None:
                     continue
@@ -233,8 +248,9 @@ def run(settings: Settings, args: argparse.Namespace, parties: list[str], local:
                 print(f"tessera up: worker {name} exited ({proc.returncode}); restarting")
                 running[name] = start_worker(name, tokens[name], url, settings, ca_file)
                 workers.append(running[name])
-            time.sleep(1.0)
+            workers_stopping.wait(1.0)
         procs.stop_all(list(running.values()), grace_s=10)
+        server.should_exit = True
 
     supervisor = threading.Thread(target=supervise_workers, name="workers", daemon=True)
     supervisor.start()
