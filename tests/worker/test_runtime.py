@@ -67,6 +67,23 @@ def test_a_finished_task_is_skipped(plane: Plane, tmp_path: Path) -> None:
     assert not alice.launch.log_dir(task).exists()
 
 
+def test_a_task_taken_up_as_the_worker_stops_ends_at_once_and_says_so(
+    plane: Plane, tmp_path: Path
+) -> None:
+    """A delivery that arrives while the worker shuts down starts no rank: a task it ran anyway
+    would keep the worker from stopping until it was killed, unreported."""
+    alice = runtime(plane, "alice", tmp_path)
+    job_id = plane.create_job("alice")
+    task = task_of(plane, job_id, "alice")
+    alice.agent.stop_everything()
+
+    assert alice.execute(task) == "failed"
+    job = plane.job(job_id)
+    assert job["status"] == "failed"
+    assert job["status_reason"] == "party alice rank 0: the worker shut down while the task ran"
+    assert not list(alice.launch.log_dir(task).glob("rank-*.log"))
+
+
 def test_a_task_started_by_a_worker_that_died_fails_the_attempt(
     plane: Plane,
     tmp_path: Path,

@@ -72,6 +72,8 @@ class Agent:
         stop = threading.Event()
         with self._lock:
             self._tasks[task_id] = stop
+            if self.shutting_down:  # a task taken up as the worker began to stop
+                stop.set()
         try:
             yield stop
         finally:
@@ -83,9 +85,9 @@ class Agent:
             return list(self._tasks)
 
     def stop_everything(self) -> None:
-        """The worker is shutting down: stop every task it runs."""
-        self.shutting_down = True
+        """The worker is shutting down: stop every task it runs, and any it takes up later."""
         with self._lock:
+            self.shutting_down = True
             for event in self._tasks.values():
                 event.set()
 
