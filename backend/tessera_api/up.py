@@ -187,6 +187,10 @@ def prepare_database(settings: Settings) -> None:
     startup.migrate_database(settings)
 
 
+WORKER_STOP_GRACE_S = 20.0
+"""How long ``tessera up`` waits for its local workers to stop before it kills them."""
+
+
 def run(settings: Settings, args: argparse.Namespace, parties: list[str], local: list[str]) -> int:
     import uvicorn
 
@@ -205,11 +209,13 @@ def run(settings: Settings, args: argparse.Namespace, parties: list[str], local:
 
     class Server(uvicorn.Server):
         """Stops the local workers before itself, so that what they report as they stop (their
-        tasks' ends, the last metrics their ranks left) still reaches it; a second signal stops
-        it at once."""
+        tasks' ends, the last metrics their ranks left) still reaches it; a second signal kills
+        them and stops at once."""
 
         def handle_exit(self, sig: int, frame: FrameType | None) -> None:
             if workers_stopping.is_set() or not server.started:
+                for worker in workers:
+                    procs.signal_group(worker, signal.SIGKILL)
                 super().handle_exit(sig, frame)
                 return
             print("tessera up: stopping the local workers, then the server", flush=True)
@@ -249,7 +255,9 @@ def run(settings: Settings, args: argparse.Namespace, parties: list[str], local:
                 running[name] = start_worker(name, tokens[name], url, settings, ca_file)
                 workers.append(running[name])
             workers_stopping.wait(1.0)
-        procs.stop_all(list(running.values()), grace_s=10)
+        # a worker stops its ranks (SIGTERM, then SIGKILL after its stop grace), waits for
+        # their processes and reports: seconds, more than that only when something hangs
+        procs.stop_all(list(running.values()), grace_s=WORKER_STOP_GRACE_S)
         server.should_exit = True
 
     supervisor = threading.Thread(target=supervise_workers, name="workers", daemon=True)
@@ -261,6 +269,6 @@ def run(settings: Settings, args: argparse.Namespace, parties: list[str], local:
         server.run()
     finally:
         server.should_exit = True
-        supervisor.join(timeout=15)
+        supervisor.join(timeout=WORKER_STOP_GRACE_S + 5)
         procs.kill_all(workers)
     return 0 if server.started else 1
