@@ -129,9 +129,9 @@ def test_a_party_retries_for_its_spin_time_before_it_sleeps() -> None:
     assert spun == 0  # retrying for up to a second: the message arrives meanwhile
 
 
-def _unreachable(comm: Communicator) -> dict[str, Any]:
-    # party 0 listens on an interface that does not exist: both fall back, with the reason
-    peer, fell_back = open_link(comm, comm.rank, 1 - comm.rank, "direct", interface="nosuch0")
+def _one_round(comm: Communicator, interface: str | None) -> dict[str, Any]:
+    """One exchange over the link end 0 makes listening on ``interface`` (None: the default)."""
+    peer, fell_back = open_link(comm, comm.rank, 1 - comm.rank, "direct", interface=interface)
     try:
         (theirs,) = peer.exchange(torch.tensor([comm.rank]))
         return {"kind": type(peer).__name__, "fell_back": fell_back, "theirs": int(theirs)}
@@ -140,7 +140,8 @@ def _unreachable(comm: Communicator) -> dict[str, Any]:
 
 
 def test_without_a_direct_link_both_parties_fall_back_to_the_communicator() -> None:
-    out = run_world(_unreachable, 2, timeout_s=60)
+    # party 0 listens on an interface that does not exist: both fall back, with the reason
+    out = run_world(_one_round, 2, "nosuch0", timeout_s=60)
     assert [o["kind"] for o in out] == [CommPeer.__name__] * 2
     assert "nosuch0" in out[0]["fell_back"]
     assert "cannot listen" in out[1]["fell_back"]
@@ -195,22 +196,14 @@ def test_an_unknown_link_is_refused() -> None:
         open_link(None, 0, 1, "carrier-pigeon")  # type: ignore[arg-type]
 
 
-def _linked_across_parties(comm: Communicator) -> dict[str, Any]:
-    peer, fell_back = open_link(comm, comm.rank, 1 - comm.rank, "direct")
-    try:
-        (theirs,) = peer.exchange(torch.tensor([comm.rank]))
-        return {"kind": type(peer).__name__, "fell_back": fell_back, "theirs": int(theirs)}
-    finally:
-        peer.close()
-
-
 def test_a_link_between_parties_listens_where_the_mesh_does_not_on_gloos_interface() -> None:
     """gloo's interface serves a party's own process group (loopback where the party is all
-    on one host); another party reaches a rank where its mesh accepts their links."""
+    in one task); another party reaches a rank where its mesh accepts their links."""
     for host in ("127.0.0.1", "localhost"):  # a worker's --address may be a name
         out = run_world(
-            _linked_across_parties,
+            _one_round,
             2,
+            None,
             parties=["alice", "bob"],
             host=host,
             env={"GLOO_SOCKET_IFNAME": "nosuch0"},
