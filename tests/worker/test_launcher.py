@@ -33,9 +33,7 @@ from tessera_worker.launcher import (
     RunningRank,
     end,
     launch_ranks,
-    party_all_here,
     rank_environment,
-    rank_specs,
     shared_memory,
     watch,
 )
@@ -193,14 +191,9 @@ def test_a_party_whose_ranks_are_all_here_meets_over_loopback(tmp_path: Path) ->
         environ = dict(v.split("=", 1) for v in seen["/proc/self/environ"].split("\0") if "=" in v)
         assert environ["GLOO_SOCKET_IFNAME"] == environ["NCCL_SOCKET_IFNAME"] == loopback
     # a party with a rank on another host keeps the interface other hosts reach
-    elsewhere = _launch(task, [0, 1], ["alice", "alice", "alice", "bob"])
-    specs = rank_specs(
-        elsewhere, rendezvous, settings, ENTRY_POINT, credentials(elsewhere, tmp_path), None
-    )
-    assert not party_all_here(specs)
-    assert party_all_here(
-        rank_specs(launch, rendezvous, settings, ENTRY_POINT, credentials(launch, tmp_path), None)
-    )
+    assert launch.hosts_whole_party
+    assert not _launch(task, [0, 1], ["alice", "alice", "alice", "bob"]).hosts_whole_party
+    assert _launch(task, [3], ["alice", "alice", "alice", "bob"]).hosts_whole_party
 
 
 def test_rank_zero_serves_the_store_on_the_port_its_worker_reserved(tmp_path: Path) -> None:

@@ -62,6 +62,14 @@ class TaskLaunch(BaseModel):
     def hosts_rank_zero(self) -> bool:
         return any(r.rank == 0 for r in self.ranks)
 
+    @property
+    def hosts_whole_party(self) -> bool:
+        """Whether this task runs every rank the plan gives its party."""
+        if not self.ranks:
+            return False
+        party, here = self.party_of(self.ranks[0].rank), {r.rank for r in self.ranks}
+        return all(int(s["rank"]) in here for s in self.plan if s.get("party") == party)
+
     def party_of(self, rank: int) -> str:
         for slot in self.plan:
             if int(slot.get("rank", -1)) == rank:

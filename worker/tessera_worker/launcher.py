@@ -301,19 +301,12 @@ def confinement(spec: RankLaunch, settings: LaunchSettings) -> Confinement:
 SOCKET_INTERFACES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 
 
-def party_all_here(specs: list[RankLaunch]) -> bool:
-    """Whether every rank the job's plan gives this task's party is one of ``specs``."""
-    if not specs:
-        return False
-    here = {spec.rank for spec in specs}
-    party = next(s.get("party") for s in specs[0].plan if s.get("rank") == specs[0].rank)
-    return {int(s["rank"]) for s in specs[0].plan if s.get("party") == party} <= here
-
-
-def start_ranks(specs: list[RankLaunch], settings: LaunchSettings) -> list[RunningRank]:
+def start_ranks(
+    specs: list[RankLaunch], settings: LaunchSettings, *, whole_party: bool = False
+) -> list[RunningRank]:
+    """Start the ranks of ``specs``; ``whole_party``: they are all of their party's ranks."""
     env = rank_environment(settings)
-    loopback = hardware.interface_of("127.0.0.1")
-    if loopback is not None and party_all_here(specs):
+    if whole_party and (loopback := hardware.interface_of("127.0.0.1")) is not None:
         # the party's own process group connects without authentication (gloo, NCCL): where
         # all of its ranks are here, it listens where no other host reaches, unless this
         # worker's operator chose an interface
@@ -454,7 +447,7 @@ def launch_ranks(
     try:
         fd = store_listener.fileno() if store_listener is not None else None
         specs = rank_specs(launch, rendezvous, settings, entry_point, credentials, fd)
-        running = start_ranks(specs, settings)
+        running = start_ranks(specs, settings, whole_party=launch.hosts_whole_party)
     finally:
         if store_listener is not None:
             store_listener.close()
