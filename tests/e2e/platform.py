@@ -18,6 +18,12 @@ ADMIN_TOKEN = "e2e-admin-token-0123456789"
 CONTROL_PLANE_ONLY = ("TESSERA_ADMIN_TOKEN", "TESSERA_DATABASE_URL")
 
 
+def running_everywhere(job: dict[str, Any]) -> bool:
+    """Every task of the job's last attempt runs its ranks."""
+    tasks = job["attempts"][-1]["tasks"] if job["attempts"] else []
+    return bool(tasks) and all(t["status"] == "running" for t in tasks)
+
+
 def why(job: dict[str, Any]) -> str:
     """A job's status with the reasons its attempts and tasks gave, for assertion messages."""
     lines = [f"{job['status']}: {job.get('status_reason', '')}"]

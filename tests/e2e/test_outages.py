@@ -14,7 +14,7 @@ from tessera_api.db import scratch_postgres
 from tessera_ml.worlds import free_port
 from tessera_worker.launcher import shared_memory
 from tests.e2e.deployment import Deployment
-from tests.e2e.platform import why
+from tests.e2e.platform import running_everywhere, why
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow, pytest.mark.serial]
 
@@ -49,11 +49,6 @@ def workers_up(deployment: Deployment) -> None:
         if proc is None or proc.poll() is not None:
             deployment.start_worker(party)
     deployment.wait_online(*PARTIES)
-
-
-def running_everywhere(job: dict[str, object]) -> bool:
-    tasks = job["attempts"][-1]["tasks"]  # type: ignore[index]
-    return bool(tasks) and all(t["status"] == "running" for t in tasks)  # type: ignore[index]
 
 
 def loss_steps(deployment: Deployment, job_id: str) -> dict[int, list[int]]:

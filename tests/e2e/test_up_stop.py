@@ -4,20 +4,14 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tessera_api.db import scratch_postgres
 from tessera_ml.worlds import free_port
-from tests.e2e.platform import start_platform
+from tests.e2e.platform import running_everywhere, start_platform
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow, pytest.mark.serial]
-
-
-def _ranks_running(job: dict[str, Any]) -> bool:
-    tasks = job["attempts"][-1]["tasks"] if job["attempts"] else []
-    return bool(tasks) and all(t["status"] == "running" for t in tasks)
 
 
 def test_stopping_up_ends_its_workers_tasks_while_the_server_still_hears_them(
@@ -32,7 +26,7 @@ def test_stopping_up_ends_its_workers_tasks_while_the_server_still_hears_them(
         first = start_platform(home, free_port(), parties="alice", workers="alice", **wiring)
         try:
             job_id = first.create_job(["alice"], steps=10_000_000)
-            first.wait_job(job_id, _ranks_running)
+            first.wait_job(job_id, running_everywhere)
             first.process.send_signal(signal.SIGINT)
             assert first.process.wait(60) == 0
         finally:
