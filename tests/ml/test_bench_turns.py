@@ -28,14 +28,17 @@ def _job_party(comm: Communicator, lock: str) -> dict[str, Any]:
     assert fell_back is None
     harness = BenchHarness(turns=lock)
     harness.pin(index)
-    spans, met = [], []
+    spans: list[tuple[float, float]] = []
+    met: list[list[tuple[float, float]]] = []  # per turn, when each meeting began and ended
 
     def meet() -> None:
-        met.append(time.monotonic())  # party 1 gets here holding the lock
+        began = time.monotonic()  # party 1 gets here holding the lock
         peer.barrier()
+        met[-1].append((began, time.monotonic()))
 
     try:
         for _ in range(TURNS):
+            met.append([])
             with harness.turn(index, meet):
                 start = time.monotonic()
                 peer.barrier()
@@ -53,11 +56,14 @@ def test_two_jobs_never_hold_the_machine_at_once(tmp_path: Any) -> None:
     for a_start, a_end in holders[0]:
         for b_start, b_end in holders[1]:
             assert a_end <= b_start or b_end <= a_start, "both jobs ran a turn at once"
-    # party 0 starts a turn only once its own party 1 holds the lock, and before it lets go
+    # party 0 starts a turn only once its own party 1 holds the lock, and before it lets go;
+    # party 1 starts it only once party 0 is awake, back from a meeting of this turn
     for party0, party1 in ((out[0], out[1]), (out[2], out[3])):
-        turns = zip(party0["spans"], party1["met"], party1["spans"], strict=True)
-        for (start0, _), locked1, (_, end1) in turns:
+        turns = zip(party0["spans"], party0["met"], party1["spans"], party1["met"], strict=True)
+        for (start0, _), met0, (start1, end1), met1 in turns:
+            locked1 = met1[0][0]
             assert locked1 <= start0 <= end1
+            assert start1 >= min(ended for _, ended in met0)
     # each compute party keeps to one CPU, party i to the i-th of those it was given
     cpus = sorted(os.sched_getaffinity(0))
     for rank, result in enumerate(out):
