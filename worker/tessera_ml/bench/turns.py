@@ -33,7 +33,8 @@ def turn(path: str, index: int, meet: Callable[[], None]) -> Iterator[None]:
     The pair meets twice. Member 0 met long before, while other jobs took their turns, and
     sleeps; the first meeting wakes it, but member 1 gets member 0's old answer at once and
     would start the block while member 0 is still waking up, charging the block with a wake-up
-    that only taking turns causes. The second meeting ends once both are running."""
+    that only taking turns causes. Member 1's second meeting ends only once member 0 is
+    running."""
     if index == 0:
         meet()  # returns once member 1 holds the lock
         meet()

@@ -148,7 +148,7 @@ def ratio_keys(ours: dict[str, float | None], theirs: dict[str, float | None]) -
         keys["time_to_accuracy_ratio_vs_ddp"] = zo_time / ddp_time
     elif ddp_time is not None and zo_total is not None:
         keys["time_to_accuracy_ratio_vs_ddp_at_least"] = zo_total / ddp_time
-    elif zo_time is not None and ddp_total:
+    elif zo_time is not None and ddp_total is not None and ddp_total > 0:
         keys["time_to_accuracy_ratio_vs_ddp_at_most"] = zo_time / ddp_total
     return keys
 
