@@ -28,6 +28,7 @@ from tessera_worker.hardware import interface_of
 from tessera_worker.identity import TaskCredentials
 from tessera_worker.launch import HostedRank, Rendezvous, TaskLaunch
 from tessera_worker.launcher import (
+    SOCKET_INTERFACES,
     LaunchSettings,
     Outcome,
     RunningRank,
@@ -171,7 +172,7 @@ def test_a_party_whose_ranks_are_all_here_meets_over_loopback(tmp_path: Path) ->
     note = tmp_path / "checkpoints" / f"job-{task}" / "note"
     launch = _launch(task, [0, 1], ["alice", "alice"], paths=["/proc/self/environ"])
     launch.config["write_to"] = str(note)
-    outside = {name: "eth-outside" for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")}
+    outside = dict.fromkeys(SOCKET_INTERFACES, "eth-outside")
     settings = replace(_settings(tmp_path), extra_env={**_settings(tmp_path).extra_env, **outside})
     rendezvous = Rendezvous(host="127.0.0.1", port=free_port(), secret=SECRET)
 

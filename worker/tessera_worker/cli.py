@@ -23,7 +23,7 @@ from tessera_worker.broker import EMBEDDED, broker_problem, celery_settings, red
 from tessera_worker.client import ApiError, ControlPlane
 from tessera_worker.home import default_home
 from tessera_worker.identity import WorkerIdentity
-from tessera_worker.launcher import SOCKET_INTERFACES, LaunchSettings
+from tessera_worker.launcher import LaunchSettings, socket_interfaces
 from tessera_worker.runtime import Runtime
 
 SLUG = re.compile(r"^[a-z][a-z0-9-]{0,62}$")
@@ -269,9 +269,7 @@ def socket_interface_env(address: str) -> dict[str, str]:
     """Make gloo and NCCL listen on the interface other parties reach this machine at (for a
     party whose ranks are not all in one task: the launcher uses loopback for the others)."""
     interface = hardware.interface_of(address)
-    if interface is None:
-        return {}
-    return {name: interface for name in SOCKET_INTERFACES if name not in os.environ}
+    return {} if interface is None else socket_interfaces(interface)
 
 
 def _restart(worker_id: str) -> None:

@@ -301,6 +301,12 @@ def confinement(spec: RankLaunch, settings: LaunchSettings) -> Confinement:
 SOCKET_INTERFACES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 
 
+def socket_interfaces(interface: str) -> dict[str, str]:
+    """The variables that make gloo and NCCL listen on ``interface``, but those this worker's
+    operator set: their choice stands."""
+    return {name: interface for name in SOCKET_INTERFACES if name not in os.environ}
+
+
 def start_ranks(
     specs: list[RankLaunch], settings: LaunchSettings, *, whole_party: bool = False
 ) -> list[RunningRank]:
@@ -310,7 +316,7 @@ def start_ranks(
         # the party's own process group connects without authentication (gloo, NCCL): where
         # all of its ranks are here, it listens where no other host reaches, unless this
         # worker's operator chose an interface
-        env.update({name: loopback for name in SOCKET_INTERFACES if name not in os.environ})
+        env.update(socket_interfaces(loopback))
     folder = settings.log_dir(specs[0].task_id) if specs else settings.home
     folder.mkdir(parents=True, exist_ok=True)
     if specs:  # the folders a confined rank is shown must be there when it starts
