@@ -115,6 +115,11 @@ def test_without_root_the_testbed_says_why(
     assert "--netns is not possible here: network namespaces need root" in capsys.readouterr().err
 
 
+ENDS_WITHIN_S = 120
+"""Generous: it ends in well under a second, and a loaded machine that stalls the process must
+not fail the test."""
+
+
 HOLD_TESTBED = """
 import signal, sys, time
 from tessera_ml.netns import Testbed
@@ -151,11 +156,6 @@ def test_ctrl_c_removes_the_testbed(make_testbed: MakeTestbed) -> None:
             f"the process holding the testbed still ran {ENDS_WITHIN_S} s after Ctrl-C: {state}"
         )
     assert not any((NETNS_DIR / n).exists() for n in names)
-
-
-ENDS_WITHIN_S = 120
-"""Generous: it ends in well under a second, and a loaded machine that stalls the process must
-not fail the test."""
 
 
 def _signal_state(pid: int) -> str:
