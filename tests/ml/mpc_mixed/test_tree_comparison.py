@@ -10,7 +10,9 @@ import torch
 from tessera_ml.algorithms.mpc_mixed.comparison import (
     CHUNK_BITS,
     TREE_E_BIT,
+    chunk_values,
     compare_chunks,
+    tree_word,
 )
 from tessera_ml.algorithms.mpc_mixed.local import run_two
 from tessera_ml.algorithms.mpc_mixed.protocols import Engine
@@ -76,3 +78,30 @@ def test_sixteen_chunks_with_every_length_of_equal_top(seed: int) -> None:
     borrow = _borrow(patterns)
     assert 0 < int(borrow.sum()) < rows
     assert torch.equal(_secure_borrow(patterns, ring), borrow)
+
+
+@pytest.mark.parametrize("bits", [32, 64])
+def test_the_word_built_from_bytes_is_the_tree_word(bits: int) -> None:
+    ring = Ring(bits, 0)
+    chunks = compare_chunks(bits)
+    gen = torch.Generator().manual_seed(bits)
+    patterns = torch.randint(0, 3, (5000, chunks), generator=gen)
+    patterns[0], patterns[1] = GREATER, EQUAL
+    g = (patterns == GREATER).to(torch.int16)
+    e = (patterns == EQUAL).to(torch.int16)
+    assert torch.equal(tree_word(g, e, ring.dtype), _words(patterns, ring))
+
+
+@pytest.mark.parametrize("bits", [32, 64])
+def test_chunk_values_are_the_low_bits_four_at_a_time(bits: int) -> None:
+    ring = Ring(bits, 0)
+    gen = torch.Generator().manual_seed(bits)
+    c = ring.random((3000,), gen)
+    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    c[:4] = torch.tensor([low, high, 0, -1], dtype=ring.dtype)
+    unsigned = [int(v) % (1 << (bits - 1)) for v in c.tolist()]
+    expected = [
+        [(v >> (CHUNK_BITS * j)) & ((1 << CHUNK_BITS) - 1) for j in range(compare_chunks(bits))]
+        for v in unsigned
+    ]
+    assert chunk_values(c, bits).tolist() == expected

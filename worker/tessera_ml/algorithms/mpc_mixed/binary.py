@@ -66,14 +66,12 @@ class Binary:
         r, r_msb, less, rest = item[0], item[1], item[2], item[3:]
         c = self.party.reveal(x + r)
         # per chunk, [r > c] and [r == c] are entries of the tables of r at c's chunk
-        at = torch.arange(compare_chunks(bits), dtype=ring.dtype) * CHUNK_BITS
-        value = ((c & ((1 << (bits - 1)) - 1)).unsqueeze(-1) >> at) & ((1 << CHUNK_BITS) - 1)
+        value = comparison.chunk_values(c, bits)
         g, e = comparison.lookup(less, value, self.party.index == 0)
         if fan_in:
             borrow = self._borrow_fan_in(g, e, bits, rest)
         else:
-            word = ((g | (e << TREE_E_BIT)).to(ring.dtype) << at).sum(-1, dtype=ring.dtype)
-            borrow = self._borrow_tree(word, ring, rest)
+            borrow = self._borrow_tree(comparison.tree_word(g, e, ring.dtype), ring, rest)
         bit = r_msb ^ borrow
         if self.party.index == 0:
             bit = bit ^ ((c >> (bits - 1)) & 1).to(torch.uint8) ^ 1
