@@ -49,7 +49,8 @@ def table_words(bits: int) -> int:
     return -(-(compare_chunks(bits) << CHUNK_BITS) // 64)
 
 
-_CHUNKS_PER_BYTE = 8 // CHUNK_BITS
+CHUNKS_PER_BYTE = 8 // CHUNK_BITS
+"""Two: a byte of a ring element holds chunks 2k (its low half) and 2k + 1 (its high half)."""
 
 
 def chunk_values(c: torch.Tensor, bits: int) -> torch.Tensor:
@@ -64,7 +65,7 @@ def tree_word(g: torch.Tensor, e: torch.Tensor, dtype: torch.dtype) -> torch.Ten
     """The tree's ring word (``tree_places``) of the chunks' g and e (..., chunks; 0/1): each
     chunk's (g, e) is a nibble, two to a byte, and the bytes in order are the word's."""
     nibbles = (g | (e << TREE_E_BIT)).to(torch.uint8)
-    missing = torch.empty((), dtype=dtype).element_size() * _CHUNKS_PER_BYTE - nibbles.shape[-1]
+    missing = torch.empty((), dtype=dtype).element_size() * CHUNKS_PER_BYTE - nibbles.shape[-1]
     if missing:
         nibbles = torch.nn.functional.pad(nibbles, (0, missing))
     pairs = nibbles[..., 0::2] | (nibbles[..., 1::2] << CHUNK_BITS)

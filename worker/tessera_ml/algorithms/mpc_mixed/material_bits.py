@@ -11,6 +11,7 @@ import torch
 from tessera_ml.algorithms.mpc_mixed import comparison
 from tessera_ml.algorithms.mpc_mixed.comparison import (
     CHUNK_BITS,
+    CHUNKS_PER_BYTE,
     table_words,
     tree_levels,
 )
@@ -115,9 +116,6 @@ def _less_tables(r_low: torch.Tensor, bits: int) -> torch.Tensor:
     return tables.view(*r_low.shape, table_words(bits))
 
 
-_CHUNKS_PER_BYTE = 8 // CHUNK_BITS
-
-
 @cache
 def _tables_of_byte() -> torch.Tensor:
     """For every value of a byte, the tables of its chunks packed into an int32 word: for a
@@ -125,8 +123,8 @@ def _tables_of_byte() -> torch.Tensor:
     place (the tables sharing a word are disjoint, so adding them packs them)."""
     size = 1 << CHUNK_BITS
     byte = torch.arange(256, dtype=torch.int32).unsqueeze(-1)
-    values = (byte >> (torch.arange(_CHUNKS_PER_BYTE, dtype=torch.int32) * CHUNK_BITS)) & (size - 1)
-    place = torch.arange(_CHUNKS_PER_BYTE, dtype=torch.int32) * size
+    values = (byte >> (torch.arange(CHUNKS_PER_BYTE, dtype=torch.int32) * CHUNK_BITS)) & (size - 1)
+    place = torch.arange(CHUNKS_PER_BYTE, dtype=torch.int32) * size
     return (((torch.ones_like(values) << values) - 1) << place).sum(-1, dtype=torch.int32)
 
 
