@@ -1,5 +1,6 @@
 """The wrap-risk tool: every locally truncated value counted, step by step."""
 
+from tessera_ml.bench.mpc_mixed.bench import Job, local_truncation_risk
 from tessera_ml.bench.mpc_mixed.wraps import wrap_risk
 
 
@@ -14,3 +15,38 @@ def test_several_steps_give_the_mean_risk_and_the_largest_steps() -> None:
     assert three.largest_per_step < 2 * three.expected_per_step
     assert one.expected_per_step == one.largest_per_step
     assert one.seen == three.seen == 0
+
+
+def _cfg(**over: object) -> dict[str, object]:
+    cfg: dict[str, object] = {
+        "model": "mlp",
+        "dataset": "digits",
+        "hidden": [8],
+        "batch_size": 32,
+        "seed": 0,
+        "learning_rate": 0.5,
+    }
+    return {**cfg, **over}
+
+
+def test_the_benchmark_takes_the_risk_over_the_jobs_own_steps_batches_and_seed() -> None:
+    local = Job("mixed", "tree", "local")
+    risk = local_truncation_risk("mixed", local, _cfg(), steps=3)
+    tool = wrap_risk("mixed", batch=32, hidden=8, steps=3)
+    assert risk["local_truncation_expected_errors_per_step"] == tool.expected_per_step
+    assert risk["local_truncation_expected_errors_per_run"] == 3 * tool.expected_per_step
+    assert risk["local_truncation_expected_errors_largest_step"] == tool.largest_per_step
+    assert risk["local_truncation_largest_value_bits"] == tool.largest_bits
+    # another seed is another initialisation and other batches: another risk
+    other = local_truncation_risk("mixed", local, _cfg(seed=1), steps=3)
+    assert other["local_truncation_expected_errors_per_step"] != tool.expected_per_step
+    # and another learning rate moves the weights elsewhere after the first step
+    slower = local_truncation_risk("mixed", local, _cfg(learning_rate=0.05), steps=3)
+    assert slower["local_truncation_expected_errors_per_step"] != tool.expected_per_step
+
+
+def test_no_risk_is_reported_for_masked_truncation_or_a_model_the_tool_does_not_step() -> None:
+    assert local_truncation_risk("mixed", Job("mixed", "tree", "masked"), _cfg(), 3) == {}
+    local = Job("all64", "tree", "local")
+    assert local_truncation_risk("all64", local, _cfg(model="cnn"), 3) == {}
+    assert local_truncation_risk("all64", local, _cfg(hidden=[8, 8]), 3) == {}

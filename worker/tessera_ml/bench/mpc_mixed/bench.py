@@ -180,6 +180,32 @@ def plaintext_accuracy(cfg: dict[str, Any]) -> float:
     return float((model.forward(x.test).argmax(1) == y.test).double().mean())
 
 
+def local_truncation_risk(
+    mode: str, job: Job, cfg: dict[str, Any], steps: int
+) -> dict[str, float | int]:
+    """For a job that truncates locally: its expected wrong truncations (``wraps.py``) over
+    its own steps, batches and moving weights; nothing for one that does not, or for a model
+    ``wraps.py`` does not step (it steps the digits MLP with one hidden layer)."""
+    steppable = (cfg["model"], cfg["dataset"], len(cfg["hidden"])) == ("mlp", "digits", 1)
+    if job.truncation != "local" or not steppable:
+        return {}
+    risk = wrap_risk(
+        mode,
+        cfg["batch_size"],
+        cfg["hidden"][0],
+        job.comparison,
+        steps=steps,
+        seed=cfg["seed"],
+        learning_rate=cfg["learning_rate"],
+    )
+    return {
+        "local_truncation_expected_errors_per_step": risk.expected_per_step,
+        "local_truncation_expected_errors_per_run": risk.expected_per_step * risk.steps,
+        "local_truncation_expected_errors_largest_step": risk.largest_per_step,
+        "local_truncation_largest_value_bits": risk.largest_bits,
+    }
+
+
 SCHEDULES = ("turns", "interleaved", "side_by_side", "sequential")
 
 
@@ -300,16 +326,11 @@ def bench(args: BenchArgs) -> BenchReport:
         results[f"{name}_cross_party_tls"] = _cross_party_tls(runs[name])
     results.update(headline(results, jobs, plaintext_accuracy(configs[next(iter(jobs))])))
     for mode, prefix in (("mixed", ""), ("all64", "all64_")):
-        best, cfg = jobs[results[f"{mode}_job"]], configs[results[f"{mode}_job"]]
-        # wraps.py steps the digits MLP with one hidden layer
-        steppable = (cfg["model"], cfg["dataset"], len(cfg["hidden"])) == ("mlp", "digits", 1)
-        if best.truncation == "local" and steppable:
-            risk = wrap_risk(mode, cfg["batch_size"], cfg["hidden"][0], best.comparison)
-            results[f"{prefix}local_truncation_expected_errors_per_step"] = risk.expected_per_step
-            results[f"{prefix}local_truncation_expected_errors_per_run"] = (
-                risk.expected_per_step * results[f"{prefix}steps"]
-            )
-            results[f"{prefix}local_truncation_largest_value_bits"] = risk.largest_bits
+        name = results[f"{mode}_job"]
+        risk = local_truncation_risk(
+            mode, jobs[name], configs[name], int(results[f"{prefix}steps"])
+        )
+        results.update({f"{prefix}{key}": value for key, value in risk.items()})
     if "gloo" in jobs:
         # TLS: the mixed job against the same job in clear
         for ratio, key in (

@@ -6,11 +6,11 @@ runs steps of the digits MLP on two in-process parties, reads every value they t
 locally from both shares (only possible here, where one process holds both), and sums that
 probability: the expected number of wrong truncations per step. One step (the default) trains
 on the first ``batch`` rows from the initial weights; ``--steps N`` runs a job's first N steps
-(its batches in the job's order, learning rate 0.5) and gives the mean over them and the
-largest step's.
+(its batches in the job's order for its ``--seed``, at its ``--learning-rate``) and gives the
+mean over them and the largest step's. The benchmark runs a job's every step this way.
 
 ``python -m tessera_ml.bench.mpc_mixed.wraps [--mode all64] [--batch 128] [--hidden 64]
-[--steps 1]``
+[--steps 1] [--seed 0] [--learning-rate 0.5]``
 """
 
 from __future__ import annotations
@@ -49,19 +49,21 @@ def wrap_risk(
     hidden: int = 64,
     comparison: str = "tree",
     steps: int = 1,
+    seed: int = 0,
+    learning_rate: float = 0.5,
 ) -> WrapRisk:
     prec = Precision.of(mode, 12, 20)
     features = data.features("sklearn:digits").train
     labels, classes = data.labels("sklearn:digits")
     onehot = torch.nn.functional.one_hot(labels.train, classes).double()
-    params = init_params([features.shape[1], hidden, classes], True, 0)
+    params = init_params([features.shape[1], hidden, classes], True, seed)
     if steps == 1:
         rows = [torch.arange(batch)]
     else:
         rows = [
             idx
             for epoch in range(-(-steps * batch // features.shape[0]) + 1)
-            for idx in data.batches(features.shape[0], batch, epoch, 0)
+            for idx in data.batches(features.shape[0], batch, epoch, seed)
         ][:steps]
     shared = [
         share_inputs(prec, features[idx], onehot[idx], 1000 + i) for i, idx in enumerate(rows)
@@ -92,7 +94,7 @@ def wrap_risk(
         for step, (xf, xb, yb) in enumerate(shared):
             if i == 0:
                 current[0] = step
-            train_step(eng, prec, model, xf[i], xb[i], yb[i], 0.5)
+            train_step(eng, prec, model, xf[i], xb[i], yb[i], learning_rate)
 
     run_pair(party, (e0, 0), (e1, 1))
     return _risk(seen[0], seen[1], step_of, len(rows))
@@ -123,8 +125,18 @@ def main() -> None:
     parser.add_argument("--hidden", type=int, default=64)
     parser.add_argument("--comparison", choices=["tree", "fan_in"], default="tree")
     parser.add_argument("--steps", type=int, default=1)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--learning-rate", type=float, default=0.5)
     args = parser.parse_args()
-    risk = wrap_risk(args.mode, args.batch, args.hidden, args.comparison, args.steps)
+    risk = wrap_risk(
+        args.mode,
+        args.batch,
+        args.hidden,
+        args.comparison,
+        args.steps,
+        args.seed,
+        args.learning_rate,
+    )
     print(
         f"{args.mode}, batch {args.batch}, {risk.steps} step(s): {risk.elements:,} elements "
         f"truncated locally per step, the largest below 2^{risk.largest_bits}; expected wrong "
