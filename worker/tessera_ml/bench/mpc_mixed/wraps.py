@@ -4,10 +4,10 @@ Local truncation (``truncation: local``) is off by 2^(64 - d) when the two share
 wraps, which for party 0's uniform share happens with probability |x| / 2^64 per element. This
 runs steps of the digits MLP on two in-process parties, reads every value they truncate
 locally from both shares (only possible here, where one process holds both), and sums that
-probability: the expected number of wrong truncations per step. One step (the default) trains
-on the first ``batch`` rows from the initial weights; ``--steps N`` runs a job's first N steps
-(its batches in the job's order for its ``--seed``, at its ``--learning-rate``) and gives the
-mean over them and the largest step's. The benchmark runs a job's every step this way.
+probability: the expected number of wrong truncations per step. It runs a job's first
+``--steps`` steps (one unless told: the first batch, from the initial weights), its batches in
+the job's order for its ``--seed``, at its ``--learning-rate``, and gives the mean over them
+and the largest step's. The benchmark runs a job's every step this way.
 
 ``python -m tessera_ml.bench.mpc_mixed.wraps [--mode all64] [--batch 128] [--hidden 64]
 [--steps 1] [--seed 0] [--learning-rate 0.5]``
@@ -57,14 +57,11 @@ def wrap_risk(
     labels, classes = data.labels("sklearn:digits")
     onehot = torch.nn.functional.one_hot(labels.train, classes).double()
     params = init_params([features.shape[1], hidden, classes], True, seed)
-    if steps == 1:
-        rows = [torch.arange(batch)]
-    else:
-        rows = [
-            idx
-            for epoch in range(-(-steps * batch // features.shape[0]) + 1)
-            for idx in data.batches(features.shape[0], batch, epoch, seed)
-        ][:steps]
+    rows = [
+        idx
+        for epoch in range(-(-steps * batch // features.shape[0]) + 1)
+        for idx in data.batches(features.shape[0], batch, epoch, seed)
+    ][:steps]
     shared = [
         share_inputs(prec, features[idx], onehot[idx], 1000 + i) for i, idx in enumerate(rows)
     ]
