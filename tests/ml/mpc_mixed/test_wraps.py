@@ -1,7 +1,11 @@
 """The wrap-risk tool: every locally truncated value counted, step by step."""
 
+import pytest
+import torch
+
+from tessera_ml.algorithms.mpc_mixed import data
 from tessera_ml.bench.mpc_mixed.bench import Job, local_truncation_risk
-from tessera_ml.bench.mpc_mixed.wraps import wrap_risk
+from tessera_ml.bench.mpc_mixed.wraps import job_rows, wrap_risk
 
 
 def test_several_steps_give_the_mean_risk_and_the_largest_steps() -> None:
@@ -50,3 +54,21 @@ def test_no_risk_is_reported_for_masked_truncation_or_a_model_the_tool_does_not_
     local = Job("all64", "tree", "local")
     assert local_truncation_risk("all64", local, _cfg(model="cnn"), 3) == {}
     assert local_truncation_risk("all64", local, _cfg(hidden=[8, 8]), 3) == {}
+
+
+@pytest.mark.parametrize("batch", [128, 512, 1000])
+def test_the_tool_steps_through_the_batches_a_compute_party_draws(batch: int) -> None:
+    """Eight epochs, as the benchmark's jobs run; an epoch's partial batch is dropped, so at a
+    large batch the epochs hold much fewer than ``n`` rows."""
+    n, seed, epochs = 1411, 3, 8
+    drawn = [idx for epoch in range(epochs) for idx in data.batches(n, batch, epoch, seed)]
+    rows = job_rows(n, batch, len(drawn), seed)
+    assert len(rows) == len(drawn) == epochs * (n // batch)
+    assert all(torch.equal(a, b) for a, b in zip(rows, drawn, strict=True))
+    assert torch.equal(job_rows(n, batch, 1, seed)[0], drawn[0])
+    assert not torch.equal(job_rows(n, batch, 1, seed + 1)[0], drawn[0])
+
+
+def test_a_batch_larger_than_the_training_rows_is_refused() -> None:
+    with pytest.raises(ValueError, match="more than the 1411 training rows"):
+        job_rows(1411, 2000, 1, 0)

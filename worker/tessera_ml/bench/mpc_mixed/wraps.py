@@ -10,7 +10,7 @@ the job's order for its ``--seed``, at its ``--learning-rate``, and gives the me
 and the largest step's. The benchmark runs a job's every step this way.
 
 ``python -m tessera_ml.bench.mpc_mixed.wraps [--mode all64] [--batch 128] [--hidden 64]
-[--steps 1] [--seed 0] [--learning-rate 0.5]``
+[--comparison tree] [--steps 1] [--seed 0] [--learning-rate 0.5]``
 """
 
 from __future__ import annotations
@@ -43,6 +43,16 @@ class WrapRisk:
     """The largest step's expected wrong truncations."""
 
 
+def job_rows(n: int, batch: int, steps: int, seed: int) -> list[torch.Tensor]:
+    """The row indices of a job's first ``steps`` batches, in its order: epoch after epoch of
+    ``data.batches``, each epoch's full batches only, as a compute party draws them."""
+    per_epoch = n // batch
+    if per_epoch == 0:
+        raise ValueError(f"a batch of {batch} is more than the {n} training rows")
+    epochs = -(-steps // per_epoch)
+    return [idx for epoch in range(epochs) for idx in data.batches(n, batch, epoch, seed)][:steps]
+
+
 def wrap_risk(
     mode: str = "all64",
     batch: int = 128,
@@ -57,11 +67,7 @@ def wrap_risk(
     labels, classes = data.labels("sklearn:digits")
     onehot = torch.nn.functional.one_hot(labels.train, classes).double()
     params = init_params([features.shape[1], hidden, classes], True, seed)
-    rows = [
-        idx
-        for epoch in range(-(-steps * batch // features.shape[0]) + 1)
-        for idx in data.batches(features.shape[0], batch, epoch, seed)
-    ][:steps]
+    rows = job_rows(features.shape[0], batch, steps, seed)
     shared = [
         share_inputs(prec, features[idx], onehot[idx], 1000 + i) for i, idx in enumerate(rows)
     ]
@@ -87,7 +93,7 @@ def wrap_risk(
         record(eng)
 
     def party(eng: Engine, i: int) -> None:
-        model = SharedMlp.from_plain(eng, params, prec.backward, True)
+        model = SharedMlp.from_plain(eng, params, prec.backward, True, seed)
         for step, (xf, xb, yb) in enumerate(shared):
             if i == 0:
                 current[0] = step
