@@ -1,5 +1,8 @@
 """The wrap-risk tool: every locally truncated value counted, step by step."""
 
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -69,6 +72,20 @@ def test_the_tool_steps_through_the_batches_a_compute_party_draws(batch: int) ->
     assert not torch.equal(job_rows(n, batch, 1, seed + 1)[0], drawn[0])
 
 
-def test_a_batch_larger_than_the_training_rows_is_refused() -> None:
+def test_a_batch_larger_than_the_training_rows_or_no_step_is_refused() -> None:
     with pytest.raises(ValueError, match="more than the 1411 training rows"):
         job_rows(1411, 2000, 1, 0)
+    with pytest.raises(ValueError, match="at least one step, not 0"):
+        job_rows(1411, 128, 0, 0)
+
+
+def test_the_command_line_says_what_is_wrong_without_a_traceback() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "tessera_ml.bench.mpc_mixed.wraps", "--batch", "2000"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert "a batch of 2000 is more than the 1411 training rows" in done.stderr
+    assert "Traceback" not in done.stderr

@@ -46,6 +46,8 @@ class WrapRisk:
 def job_rows(n: int, batch: int, steps: int, seed: int) -> list[torch.Tensor]:
     """The row indices of a job's first ``steps`` batches, in its order: epoch after epoch of
     ``data.batches``, each epoch's full batches only, as a compute party draws them."""
+    if steps < 1:
+        raise ValueError(f"the risk is taken over at least one step, not {steps}")
     per_epoch = n // batch
     if per_epoch == 0:
         raise ValueError(f"a batch of {batch} is more than the {n} training rows")
@@ -131,15 +133,18 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--learning-rate", type=float, default=0.5)
     args = parser.parse_args()
-    risk = wrap_risk(
-        args.mode,
-        args.batch,
-        args.hidden,
-        args.comparison,
-        args.steps,
-        args.seed,
-        args.learning_rate,
-    )
+    try:
+        risk = wrap_risk(
+            args.mode,
+            args.batch,
+            args.hidden,
+            args.comparison,
+            args.steps,
+            args.seed,
+            args.learning_rate,
+        )
+    except ValueError as e:
+        parser.error(str(e))
     print(
         f"{args.mode}, batch {args.batch}, {risk.steps} step(s): {risk.elements:,} elements "
         f"truncated locally per step, the largest below 2^{risk.largest_bits}; expected wrong "
