@@ -55,19 +55,17 @@ CHUNKS_PER_BYTE = 8 // CHUNK_BITS
 
 def chunk_values(c: torch.Tensor, bits: int) -> torch.Tensor:
     """The public chunks of c's low ``bits - 1`` bits (..., chunks; uint8), lowest first, read
-    from c's little-endian bytes: chunk 2k is byte k's low half, chunk 2k + 1 its high half."""
+    from c's little-endian bytes: chunk 2k is byte k's low half, chunk 2k + 1 its high half (in
+    both rings the chunks fill the element's bytes)."""
     low = (c & ((1 << (bits - 1)) - 1)).unsqueeze(-1).view(torch.uint8)
     halves = torch.stack([low & ((1 << CHUNK_BITS) - 1), low >> CHUNK_BITS], -1)
-    return halves.view(*c.shape, -1)[..., : compare_chunks(bits)]
+    return halves.view(*c.shape, -1)
 
 
 def tree_word(g: torch.Tensor, e: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """The tree's ring word (``tree_places``) of the chunks' g and e (..., chunks; 0/1): each
     chunk's (g, e) is a nibble, two to a byte, and the bytes in order are the word's."""
     nibbles = (g | (e << TREE_E_BIT)).to(torch.uint8)
-    missing = torch.empty((), dtype=dtype).element_size() * CHUNKS_PER_BYTE - nibbles.shape[-1]
-    if missing:
-        nibbles = torch.nn.functional.pad(nibbles, (0, missing))
     pairs = nibbles[..., 0::2] | (nibbles[..., 1::2] << CHUNK_BITS)
     return pairs.contiguous().view(dtype).squeeze(-1)
 
