@@ -112,10 +112,7 @@ def _train(
     plain = initial_params(cfg, inputs.x_train.shape[1], inputs.classes)
     model = SharedMlp.from_plain(eng, plain, prec.backward, cfg.batch_norm, cfg.seed)
     n_train = inputs.x_train.shape[0]
-    per_epoch = n_train // cfg.batch_size
-    if per_epoch == 0:
-        raise ValueError(f"batch_size {cfg.batch_size} exceeds the {n_train} training rows")
-    total = per_epoch * cfg.epochs
+    total = data.batches_per_epoch(n_train, cfg.batch_size) * cfg.epochs
     if cfg.max_steps is not None:
         total = min(total, cfg.max_steps)
     start_epoch, step = 0, 0

@@ -55,3 +55,17 @@ def batches(n: int, batch_size: int, epoch: int, seed: int) -> list[torch.Tensor
     """Row indices of every full batch of an epoch (the last partial batch is dropped)."""
     perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed * 100003 + epoch))
     return [perm[i : i + batch_size] for i in range(0, n - batch_size + 1, batch_size)]
+
+
+def batches_per_epoch(n: int, batch_size: int) -> int:
+    """The full batches of an epoch; a batch larger than the rows is refused."""
+    if n // batch_size == 0:
+        raise ValueError(f"batch_size {batch_size} exceeds the {n} training rows")
+    return n // batch_size
+
+
+def step_rows(n: int, batch_size: int, step: int, seed: int) -> torch.Tensor:
+    """Row indices of a job's batch at ``step`` (counted from 0 over all epochs): epoch after
+    epoch of ``batches``, as the compute parties train on them."""
+    per_epoch = batches_per_epoch(n, batch_size)
+    return batches(n, batch_size, step // per_epoch, seed)[step % per_epoch]

@@ -59,7 +59,6 @@ def labels(ctx: RankContext, roles: Roles) -> dict[str, Any]:
     send_shares(ctx, roles, onehot, prec.backward)
     accuracy = None
     n_train = split.train.shape[0]
-    per_epoch = n_train // cfg.batch_size
     while True:
         message, step, rows = receive_header(ctx, roles)
         if message == Message.DONE:
@@ -68,8 +67,7 @@ def labels(ctx: RankContext, roles: Roles) -> dict[str, Any]:
             continue
         probs = receive_open(ctx, roles, (rows, classes), prec.forward)
         if message == Message.LOSS:
-            idx = data.batches(n_train, cfg.batch_size, step // per_epoch, cfg.seed)
-            batch_labels = split.train[idx[step % per_epoch]]
+            batch_labels = split.train[data.step_rows(n_train, cfg.batch_size, step, cfg.seed)]
             ctx.reporter.metrics(step, {"loss": float(_cross_entropy(probs, batch_labels))})
         else:
             accuracy = float((probs.argmax(1) == split.test).double().mean())

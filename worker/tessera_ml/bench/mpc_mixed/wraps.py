@@ -44,15 +44,12 @@ class WrapRisk:
 
 
 def job_rows(n: int, batch: int, steps: int, seed: int) -> list[torch.Tensor]:
-    """The row indices of a job's first ``steps`` batches, in its order: epoch after epoch of
-    ``data.batches``, each epoch's full batches only, as a compute party draws them."""
+    """The row indices of a job's first ``steps`` batches, in its order (``data.step_rows``)."""
     if steps < 1:
         raise ValueError(f"the risk is taken over at least one step, not {steps}")
-    per_epoch = n // batch
-    if per_epoch == 0:
+    if n // batch == 0:
         raise ValueError(f"a batch of {batch} is more than the {n} training rows")
-    epochs = -(-steps // per_epoch)
-    return [idx for epoch in range(epochs) for idx in data.batches(n, batch, epoch, seed)][:steps]
+    return [data.step_rows(n, batch, step, seed) for step in range(steps)]
 
 
 def wrap_risk(
