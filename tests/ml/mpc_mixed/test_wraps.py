@@ -72,11 +72,14 @@ def test_the_tool_steps_through_the_batches_a_compute_party_draws(batch: int) ->
     assert not torch.equal(job_rows(n, batch, 1, seed + 1)[0], drawn[0])
 
 
-def test_a_batch_larger_than_the_training_rows_or_no_step_is_refused() -> None:
+def test_a_batch_larger_than_the_training_rows_an_empty_batch_or_no_step_is_refused() -> None:
     with pytest.raises(ValueError, match="more than the 1411 training rows"):
         job_rows(1411, 2000, 1, 0)
     with pytest.raises(ValueError, match="at least one step, not 0"):
         job_rows(1411, 128, 0, 0)
+    for batch in (0, -128):
+        with pytest.raises(ValueError, match=f"at least one row, not {batch}"):
+            job_rows(1411, batch, 1, 0)
 
 
 def test_the_command_line_says_what_is_wrong_without_a_traceback() -> None:
