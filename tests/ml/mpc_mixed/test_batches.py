@@ -32,3 +32,11 @@ def test_an_epoch_holds_distinct_rows_and_the_next_one_is_shuffled_anew() -> Non
 def test_a_batch_larger_than_the_training_rows_is_refused() -> None:
     with pytest.raises(ValueError, match="batch_size 2000 exceeds the 1411 training rows"):
         data.step_rows(1411, 2000, 0, 0)
+
+
+@pytest.mark.parametrize("batch", [0, -128])
+def test_an_empty_or_negative_batch_is_refused_not_divided_by(batch: int) -> None:
+    with pytest.raises(ValueError, match=f"at least one row, not {batch}"):
+        data.batches_per_epoch(1411, batch)
+    with pytest.raises(ValueError, match=f"at least one row, not {batch}"):
+        data.step_rows(1411, batch, 0, 0)

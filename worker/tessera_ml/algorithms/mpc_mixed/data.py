@@ -58,7 +58,9 @@ def batches(n: int, batch_size: int, epoch: int, seed: int) -> list[torch.Tensor
 
 
 def batches_per_epoch(n: int, batch_size: int) -> int:
-    """The full batches of an epoch; a batch larger than the rows is refused."""
+    """The full batches of an epoch; an empty batch, or one larger than the rows, is refused."""
+    if batch_size < 1:
+        raise ValueError(f"a batch holds at least one row, not {batch_size}")
     if n // batch_size == 0:
         raise ValueError(f"batch_size {batch_size} exceeds the {n} training rows")
     return n // batch_size
